@@ -1,0 +1,1 @@
+//! idemgen: the OpenAPI checker and code generator for idempotent operations.

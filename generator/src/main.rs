@@ -1,0 +1,4 @@
+//! The `idemgen` command line.
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}
