@@ -1,1 +1,80 @@
 //! idemgen: the OpenAPI checker and code generator for idempotent operations.
+//!
+//! [`check`] loads a spec ([`loader`]), finds its operations ([`spec`]), runs the rules
+//! ([`rules`]) with a [`Config`], and returns a [`CheckReport`] that the [`report`] module
+//! renders as human, JSON, SARIF or GitHub output. The report keeps the [`LoadedSpec`], so a
+//! later stage (code generation) can walk the same document without loading it again.
+
+pub mod config;
+pub mod loader;
+pub mod report;
+pub mod rules;
+pub mod spec;
+
+use std::path::Path;
+
+pub use config::{Config, Level};
+pub use loader::{LoadError, LoadedSpec};
+pub use rules::{Finding, RuleId};
+
+/// The outcome of checking a spec.
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    /// The loaded spec the findings point into.
+    pub spec: LoadedSpec,
+    /// The findings, sorted by file, line, column and rule id.
+    pub findings: Vec<Finding>,
+    /// How many operations the spec has.
+    pub operations: usize,
+    /// How many of them are marked `x-idempotent: true`.
+    pub idempotent_operations: usize,
+    /// The config the rules ran with.
+    pub config: Config,
+}
+
+impl CheckReport {
+    /// The number of findings at level error.
+    pub fn errors(&self) -> usize {
+        self.count(Level::Error)
+    }
+
+    /// The number of findings at level warning.
+    pub fn warnings(&self) -> usize {
+        self.count(Level::Warning)
+    }
+
+    fn count(&self, level: Level) -> usize {
+        self.findings.iter().filter(|f| f.level == level).count()
+    }
+
+    /// Whether the check fails: any error, or any warning when `deny_warnings` is set.
+    pub fn fails(&self, deny_warnings: bool) -> bool {
+        self.errors() > 0 || (deny_warnings && self.warnings() > 0)
+    }
+}
+
+/// Loads the spec at `spec_path` and runs every rule on it.
+pub fn check(spec_path: &Path, config: &Config) -> Result<CheckReport, LoadError> {
+    Ok(check_loaded(loader::load(spec_path)?, config))
+}
+
+/// Runs every rule on a spec that is already loaded.
+pub fn check_loaded(spec: LoadedSpec, config: &Config) -> CheckReport {
+    let outcome = rules::run(&spec, config);
+    let mut findings = outcome.findings;
+    findings.sort_by_cached_key(|f| {
+        (
+            spec.sources().file(f.file).display_path(),
+            f.span.start,
+            f.rule.as_str(),
+            f.message.clone(),
+        )
+    });
+    CheckReport {
+        spec,
+        findings,
+        operations: outcome.operations,
+        idempotent_operations: outcome.idempotent_operations,
+        config: config.clone(),
+    }
+}

@@ -1,0 +1,149 @@
+//! The `x-idempotent` and `x-idempotency-*` extensions: types, ranges, typos and placement.
+
+use super::{RuleId, Sink};
+use crate::loader::{LoadedSpec, Node, NodeRef, Value};
+use crate::spec::{Operation, SAFE_METHODS};
+
+/// The extension that marks an operation idempotent.
+pub const X_IDEMPOTENT: &str = "x-idempotent";
+/// The extension that selects the request fingerprint version.
+pub const X_FINGERPRINT_VERSION: &str = "x-idempotency-fingerprint-version";
+/// The prefix reserved for idemgen's extensions.
+const PREFIX: &str = "x-idempotency-";
+
+fn is_ours(key: &str) -> bool {
+    key == X_IDEMPOTENT || key.starts_with(PREFIX)
+}
+
+/// Checks the extensions written on one operation.
+pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
+    let Some(map) = op.node.node.as_map() else {
+        return;
+    };
+    let file = op.node.file;
+    for (key, value) in map.entries() {
+        if key.text == X_IDEMPOTENT {
+            match value.value {
+                Value::Bool(true) if SAFE_METHODS.contains(&op.method) => sink.report(
+                    RuleId::XIdempotentOnSafeMethod,
+                    (file, key.span),
+                    Some(op),
+                    format!(
+                        "{} is marked `x-idempotent: true`, but {} is a safe method",
+                        op.display_name(),
+                        op.method.to_ascii_uppercase()
+                    ),
+                ),
+                Value::Bool(_) => {}
+                _ => sink.report(
+                    RuleId::XIdempotentNotBoolean,
+                    (file, value.span),
+                    Some(op),
+                    format!("`x-idempotent` must be a boolean, found {}", describe(value)),
+                ),
+            }
+        } else if key.text == X_FINGERPRINT_VERSION {
+            let valid = value.as_int().is_some_and(|v| (1..=32767).contains(&v));
+            if !valid {
+                sink.report(
+                    RuleId::FingerprintVersionInvalid,
+                    (file, value.span),
+                    Some(op),
+                    format!(
+                        "`{X_FINGERPRINT_VERSION}` must be an integer from 1 to 32767, found {}",
+                        describe(value)
+                    ),
+                );
+            }
+        } else if key.text.starts_with(PREFIX) {
+            let hint = suggestion(&key.text)
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
+            sink.report(
+                RuleId::UnknownIdempotencyExtension,
+                (file, key.span),
+                Some(op),
+                format!("unknown extension `{}`{hint}", key.text),
+            );
+        }
+    }
+}
+
+/// Reports idemgen extensions on the document root and on Path Items, where they have no effect.
+pub(super) fn check_misplaced(spec: &LoadedSpec, sink: &mut Sink<'_>) {
+    let root = spec.root();
+    let mut owners: Vec<(NodeRef<'_>, String)> = vec![(root, "the document root".to_string())];
+    if let Some(paths) = root.node.get("paths").and_then(Node::as_map) {
+        for (path, item) in paths.entries() {
+            let item = spec.deref(NodeRef {
+                file: root.file,
+                node: item,
+            });
+            owners.push((item, format!("the path item `{}`", path.text)));
+        }
+    }
+    for (owner, what) in owners {
+        let Some(map) = owner.node.as_map() else {
+            continue;
+        };
+        for (key, _) in map.entries().iter().filter(|(k, _)| is_ours(&k.text)) {
+            sink.report(
+                RuleId::IdempotencyExtensionMisplaced,
+                (owner.file, key.span),
+                None,
+                format!(
+                    "`{}` on {what} has no effect: idemgen reads it on operations only",
+                    key.text
+                ),
+            );
+        }
+    }
+}
+
+/// A short description of a value for messages: `the string "yes"`, `an integer (0)`.
+fn describe(node: &Node) -> String {
+    match &node.value {
+        Value::Str(s) => format!("the string {s:?}"),
+        Value::Int(i) => format!("the integer {i}"),
+        Value::Float(f) => format!("the number {f}"),
+        Value::Bool(b) => format!("the boolean {b}"),
+        _ => node.kind_name().to_string(),
+    }
+}
+
+/// The known extension closest to `key`, if it is a plausible typo of it.
+fn suggestion(key: &str) -> Option<&'static str> {
+    [X_IDEMPOTENT, X_FINGERPRINT_VERSION]
+        .into_iter()
+        .map(|known| (edit_distance(key, known), known))
+        .filter(|(d, known)| *d <= known.len() / 4)
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_get_suggestions() {
+        assert_eq!(suggestion("x-idempotency-fingerprint-versoin"), Some(X_FINGERPRINT_VERSION));
+        assert_eq!(suggestion("x-idempotency-ttl"), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}

@@ -1,0 +1,166 @@
+//! The idempotency key header: present, required, a bounded string.
+
+use super::{RuleId, Sink, at};
+use crate::loader::{LoadedSpec, Node, NodeRef, Value};
+use crate::spec::{Operation, Parameter, SAFE_METHODS};
+
+/// Checks the header of an operation marked `x-idempotent: true`.
+pub(super) fn check_key(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
+    let header = sink.config().header.clone();
+    let params = op.parameters(spec);
+    let Some(param) = params.iter().find(|p| p.is_header(&header)) else {
+        let elsewhere = params
+            .iter()
+            .find(|p| p.name.is_some_and(|n| n.eq_ignore_ascii_case(&header)))
+            .and_then(|p| p.location)
+            .map(|loc| format!(" (a `{header}` parameter exists, but `in: {loc}`)"))
+            .unwrap_or_default();
+        sink.report(
+            RuleId::KeyMissing,
+            (op.node.file, op.key.span),
+            Some(op),
+            format!(
+                "idempotent operation {} has no `{header}` header parameter{elsewhere}",
+                op.display_name()
+            ),
+        );
+        return;
+    };
+    check_required(param, op, &header, sink);
+    check_schema(spec, param, op, &header, sink);
+}
+
+fn check_required(param: &Parameter<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
+    match param.node.node.get("required") {
+        Some(required) if required.as_bool() == Some(true) => {}
+        Some(required) => sink.report(
+            RuleId::KeyNotRequired,
+            (param.node.file, required.span),
+            Some(op),
+            format!("the `{header}` header must be `required: true`"),
+        ),
+        None => sink.report(
+            RuleId::KeyNotRequired,
+            at(param.node),
+            Some(op),
+            format!("the `{header}` header is optional: it has no `required: true`"),
+        ),
+    }
+}
+
+fn check_schema(
+    spec: &LoadedSpec,
+    param: &Parameter<'_>,
+    op: &Operation<'_>,
+    header: &str,
+    sink: &mut Sink<'_>,
+) {
+    let Some(schema) = param.schema(spec) else {
+        sink.report(
+            RuleId::KeyNotString,
+            at(param.node),
+            Some(op),
+            format!("the `{header}` header has no schema"),
+        );
+        return;
+    };
+    match schema.node.entry("type") {
+        Some((_, ty)) if is_string_type(ty) => {}
+        Some((_, ty)) => sink.report(
+            RuleId::KeyNotString,
+            (schema.file, ty.span),
+            Some(op),
+            format!("the `{header}` header's schema must be `type: string`"),
+        ),
+        None => sink.report(
+            RuleId::KeyNotString,
+            at(schema),
+            Some(op),
+            format!("the `{header}` header's schema has no `type: string`"),
+        ),
+    }
+    check_max_length(schema, op, header, sink);
+    check_min_length(schema, op, header, sink);
+}
+
+/// `type: string`, or (3.1) a type list whose only non-null member is `string`.
+fn is_string_type(ty: &Node) -> bool {
+    match &ty.value {
+        Value::Str(s) => s == "string",
+        Value::Seq(items) => {
+            let mut non_null = items.iter().filter(|t| t.as_str() != Some("null"));
+            matches!(non_null.next().and_then(Node::as_str), Some("string")) && non_null.next().is_none()
+        }
+        _ => false,
+    }
+}
+
+fn check_max_length(schema: NodeRef<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
+    let limit = sink.config().max_key_length;
+    match schema.node.get("maxLength") {
+        None => sink.report(
+            RuleId::KeyMaxLength,
+            at(schema),
+            Some(op),
+            format!("the `{header}` header's schema has no `maxLength` (at most {limit})"),
+        ),
+        Some(max) => match max.as_int() {
+            Some(v) if v >= 0 && v.unsigned_abs() <= limit => {}
+            Some(v) => sink.report(
+                RuleId::KeyMaxLength,
+                (schema.file, max.span),
+                Some(op),
+                format!("the `{header}` header's `maxLength` is {v}, above the limit of {limit}"),
+            ),
+            None => sink.report(
+                RuleId::KeyMaxLength,
+                (schema.file, max.span),
+                Some(op),
+                format!(
+                    "the `{header}` header's `maxLength` must be a non-negative integer, found {}",
+                    max.kind_name()
+                ),
+            ),
+        },
+    }
+}
+
+fn check_min_length(schema: NodeRef<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
+    match schema.node.get("minLength") {
+        None => sink.report(
+            RuleId::KeyMinLength,
+            at(schema),
+            Some(op),
+            format!("the `{header}` header's schema has no `minLength`: empty keys are accepted"),
+        ),
+        Some(min) if min.as_int().is_some_and(|v| v >= 1) => {}
+        Some(min) => sink.report(
+            RuleId::KeyMinLength,
+            (schema.file, min.span),
+            Some(op),
+            format!("the `{header}` header's `minLength` should be at least 1"),
+        ),
+    }
+}
+
+/// Warns about an operation that declares the header but has no `x-idempotent` at all; an
+/// explicit `x-idempotent: false` is a deliberate opt-out and is left alone, and so are safe
+/// methods, which the runtime never guards.
+pub(super) fn check_unmarked(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
+    if op.node.node.get("x-idempotent").is_some() || SAFE_METHODS.contains(&op.method) {
+        return;
+    }
+    let header = sink.config().header.clone();
+    let params = op.parameters(spec);
+    if params.iter().any(|p| p.is_header(&header)) {
+        sink.report(
+            RuleId::KeyWithoutXIdempotent,
+            (op.node.file, op.key.span),
+            Some(op),
+            format!(
+                "{} declares the `{header}` header but is not marked `x-idempotent: true`: the runtime ignores the key",
+                op.display_name()
+            ),
+        );
+    }
+}

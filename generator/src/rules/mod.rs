@@ -1,0 +1,312 @@
+//! The rules: one function per rule family, each rule with a stable id, a default level, a
+//! one-line summary, and a help snippet in YAML that fixes a violation.
+//!
+//! Rule ids are descriptive kebab-case names (`idempotency-key-missing`), the scheme linters such
+//! as Spectral and clippy use: they read well in `error[...]`, in `idemgen.toml` and in SARIF,
+//! and they never change once released. A new rule gets a new id; a removed rule's id is never
+//! reused.
+
+mod extensions;
+mod header;
+mod operation_id;
+mod responses;
+
+use std::collections::HashMap;
+
+use crate::config::{Config, Level};
+use crate::loader::{FileId, LoadedSpec, NodeRef, Span};
+use crate::spec::{self, Operation};
+
+/// Identifies a rule. The string form ([`RuleId::as_str`]) is the stable id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RuleId {
+    /// An idempotent operation lacks the idempotency header parameter.
+    KeyMissing,
+    /// The idempotency header is not `required: true`.
+    KeyNotRequired,
+    /// The idempotency header's schema is not `type: string`.
+    KeyNotString,
+    /// The idempotency header's `maxLength` is absent or above the limit.
+    KeyMaxLength,
+    /// The idempotency header's `minLength` is absent or below 1.
+    KeyMinLength,
+    /// An idempotent operation lacks a required response status.
+    RequiredResponseMissing,
+    /// An idempotent operation lacks a recommended response status (409, 410).
+    RecommendedResponseMissing,
+    /// An error response of an idempotent operation lacks `application/problem+json`.
+    ErrorResponseNotProblemJson,
+    /// An idempotent operation has no `operationId`.
+    OperationIdMissing,
+    /// Two operations share an `operationId`.
+    OperationIdDuplicate,
+    /// `x-idempotent` is not a boolean.
+    XIdempotentNotBoolean,
+    /// `x-idempotency-fingerprint-version` is not an integer in 1..=32767.
+    FingerprintVersionInvalid,
+    /// An `x-idempotency-*` extension that idemgen does not know.
+    UnknownIdempotencyExtension,
+    /// `x-idempotent` or `x-idempotency-*` outside an Operation Object.
+    IdempotencyExtensionMisplaced,
+    /// `x-idempotent: true` on GET, HEAD, OPTIONS or TRACE.
+    XIdempotentOnSafeMethod,
+    /// The idempotency header is declared but `x-idempotent` is absent.
+    KeyWithoutXIdempotent,
+}
+
+impl RuleId {
+    /// Every rule, in documentation order.
+    pub const ALL: [RuleId; 16] = [
+        RuleId::KeyMissing,
+        RuleId::KeyNotRequired,
+        RuleId::KeyNotString,
+        RuleId::KeyMaxLength,
+        RuleId::KeyMinLength,
+        RuleId::RequiredResponseMissing,
+        RuleId::RecommendedResponseMissing,
+        RuleId::ErrorResponseNotProblemJson,
+        RuleId::OperationIdMissing,
+        RuleId::OperationIdDuplicate,
+        RuleId::XIdempotentNotBoolean,
+        RuleId::FingerprintVersionInvalid,
+        RuleId::UnknownIdempotencyExtension,
+        RuleId::IdempotencyExtensionMisplaced,
+        RuleId::XIdempotentOnSafeMethod,
+        RuleId::KeyWithoutXIdempotent,
+    ];
+
+    /// The stable id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleId::KeyMissing => "idempotency-key-missing",
+            RuleId::KeyNotRequired => "idempotency-key-not-required",
+            RuleId::KeyNotString => "idempotency-key-not-string",
+            RuleId::KeyMaxLength => "idempotency-key-max-length",
+            RuleId::KeyMinLength => "idempotency-key-min-length",
+            RuleId::RequiredResponseMissing => "required-response-missing",
+            RuleId::RecommendedResponseMissing => "recommended-response-missing",
+            RuleId::ErrorResponseNotProblemJson => "error-response-not-problem-json",
+            RuleId::OperationIdMissing => "operation-id-missing",
+            RuleId::OperationIdDuplicate => "operation-id-duplicate",
+            RuleId::XIdempotentNotBoolean => "x-idempotent-not-boolean",
+            RuleId::FingerprintVersionInvalid => "fingerprint-version-invalid",
+            RuleId::UnknownIdempotencyExtension => "unknown-idempotency-extension",
+            RuleId::IdempotencyExtensionMisplaced => "idempotency-extension-misplaced",
+            RuleId::XIdempotentOnSafeMethod => "x-idempotent-on-safe-method",
+            RuleId::KeyWithoutXIdempotent => "idempotency-key-without-x-idempotent",
+        }
+    }
+
+    /// The rule with the stable id `name`.
+    pub fn from_name(name: &str) -> Option<RuleId> {
+        RuleId::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// The level used unless the config overrides it.
+    pub fn default_level(self) -> Level {
+        match self {
+            RuleId::KeyMinLength
+            | RuleId::RecommendedResponseMissing
+            | RuleId::ErrorResponseNotProblemJson
+            | RuleId::KeyWithoutXIdempotent => Level::Warning,
+            _ => Level::Error,
+        }
+    }
+
+    /// A one-line description of what the rule requires.
+    pub fn summary(self) -> &'static str {
+        match self {
+            RuleId::KeyMissing => "An idempotent operation declares the idempotency key header parameter.",
+            RuleId::KeyNotRequired => "The idempotency key header is `required: true`.",
+            RuleId::KeyNotString => "The idempotency key header's schema is `type: string`.",
+            RuleId::KeyMaxLength => "The idempotency key header's schema bounds `maxLength` within the configured limit.",
+            RuleId::KeyMinLength => "The idempotency key header's schema sets `minLength` to at least 1.",
+            RuleId::RequiredResponseMissing => "An idempotent operation declares every required error response.",
+            RuleId::RecommendedResponseMissing => "An idempotent operation declares 409 and 410 (key in use, key expired).",
+            RuleId::ErrorResponseNotProblemJson => "Error responses of idempotent operations use `application/problem+json`.",
+            RuleId::OperationIdMissing => "An idempotent operation has an `operationId`; the runtime scopes keys by it.",
+            RuleId::OperationIdDuplicate => "Every `operationId` is unique across the spec.",
+            RuleId::XIdempotentNotBoolean => "`x-idempotent` is a boolean.",
+            RuleId::FingerprintVersionInvalid => "`x-idempotency-fingerprint-version` is an integer from 1 to 32767.",
+            RuleId::UnknownIdempotencyExtension => "Only known `x-idempotency-*` extensions are used.",
+            RuleId::IdempotencyExtensionMisplaced => "`x-idempotent` and `x-idempotency-*` appear only on operations.",
+            RuleId::XIdempotentOnSafeMethod => "GET, HEAD, OPTIONS and TRACE operations are not marked `x-idempotent: true`.",
+            RuleId::KeyWithoutXIdempotent => "An operation that declares the idempotency key header is marked `x-idempotent`.",
+        }
+    }
+
+    /// A YAML snippet that fixes a violation, filled in with the config's values.
+    pub fn help(self, config: &Config) -> String {
+        let header = &config.header;
+        let max = config.max_key_length;
+        match self {
+            RuleId::KeyMissing => format!(
+                "declare the header in the operation's parameters (inline or as a $ref):\n\nparameters:\n  - name: {header}\n    in: header\n    required: true\n    schema:\n      type: string\n      minLength: 1\n      maxLength: {max}"
+            ),
+            RuleId::KeyNotRequired => format!(
+                "make the header required:\n\n- name: {header}\n  in: header\n  required: true"
+            ),
+            RuleId::KeyNotString => "give the header a string schema:\n\nschema:\n  type: string".to_string(),
+            RuleId::KeyMaxLength => format!(
+                "bound the key length (at most {max}):\n\nschema:\n  type: string\n  maxLength: {max}"
+            ),
+            RuleId::KeyMinLength => "reject empty keys:\n\nschema:\n  type: string\n  minLength: 1".to_string(),
+            RuleId::RequiredResponseMissing | RuleId::RecommendedResponseMissing => {
+                "declare the responses, for example:\n\nresponses:\n  \"422\":\n    description: Unprocessable Content\n    content:\n      application/problem+json: {}".to_string()
+            }
+            RuleId::ErrorResponseNotProblemJson => "describe the error body as a problem document (RFC 9457):\n\ncontent:\n  application/problem+json:\n    schema:\n      $ref: \"#/components/schemas/Problem\"".to_string(),
+            RuleId::OperationIdMissing => "name the operation:\n\noperationId: createWidget".to_string(),
+            RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
+            RuleId::XIdempotentNotBoolean => "use a YAML boolean, not a string or number:\n\nx-idempotent: true".to_string(),
+            RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1".to_string(),
+            RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
+            RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
+            RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One violation of a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule.
+    pub rule: RuleId,
+    /// `Error` or `Warning` (never `Off`).
+    pub level: Level,
+    /// What is wrong, as a sentence without a trailing period.
+    pub message: String,
+    /// The file the finding points into.
+    pub file: FileId,
+    /// The most precise span for the problem.
+    pub span: Span,
+    /// Labels (`POST /widgets`) of the operations affected; a shared component (a `$ref`'d
+    /// parameter, say) yields one finding listing every operation that uses it.
+    pub operations: Vec<String>,
+    /// The rule's help snippet.
+    pub help: String,
+}
+
+/// Collects findings, applying configured levels and merging findings about one shared node.
+pub(crate) struct Sink<'c> {
+    config: &'c Config,
+    findings: Vec<Finding>,
+    seen: HashMap<(RuleId, FileId, Span), usize>,
+}
+
+impl<'c> Sink<'c> {
+    fn new(config: &'c Config) -> Self {
+        Sink {
+            config,
+            findings: Vec::new(),
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Reports a finding of `rule` at `at`, for operation `op` if any.
+    pub(crate) fn report(
+        &mut self,
+        rule: RuleId,
+        at: (FileId, Span),
+        op: Option<&Operation<'_>>,
+        message: String,
+    ) {
+        let level = self.config.level(rule);
+        if level == Level::Off {
+            return;
+        }
+        let key = (rule, at.0, at.1);
+        if let Some(&i) = self.seen.get(&key) {
+            if let (Some(op), Some(f)) = (op, self.findings.get_mut(i)) {
+                let label = op.label();
+                if !f.operations.contains(&label) {
+                    f.operations.push(label);
+                }
+            }
+            return;
+        }
+        self.seen.insert(key, self.findings.len());
+        self.findings.push(Finding {
+            rule,
+            level,
+            message,
+            file: at.0,
+            span: at.1,
+            operations: op.map(|o| vec![o.label()]).unwrap_or_default(),
+            help: rule.help(self.config),
+        });
+    }
+
+    /// Reports a finding whose help is specific to it rather than the rule's default.
+    pub(crate) fn report_with_help(
+        &mut self,
+        rule: RuleId,
+        at: (FileId, Span),
+        op: Option<&Operation<'_>>,
+        message: String,
+        help: String,
+    ) {
+        let before = self.findings.len();
+        self.report(rule, at, op, message);
+        if self.findings.len() > before {
+            if let Some(f) = self.findings.last_mut() {
+                f.help = help;
+            }
+        }
+    }
+
+    /// The config the rules run with.
+    pub(crate) fn config(&self) -> &Config {
+        self.config
+    }
+}
+
+/// Where `node` is.
+pub(crate) fn at(node: NodeRef<'_>) -> (FileId, Span) {
+    (node.file, node.node.span)
+}
+
+/// Whether the operation is marked `x-idempotent: true`.
+pub fn is_idempotent(op: &Operation<'_>) -> bool {
+    op.node.node.get("x-idempotent").and_then(|n| n.as_bool()) == Some(true)
+}
+
+/// The result of running the rules.
+#[derive(Debug, Clone)]
+pub struct RuleOutcome {
+    /// The findings, in the order rules produced them (reports sort them).
+    pub findings: Vec<Finding>,
+    /// How many operations the spec has.
+    pub operations: usize,
+    /// How many of them are marked `x-idempotent: true`.
+    pub idempotent_operations: usize,
+}
+
+/// Runs every rule that the config does not turn off.
+pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
+    let mut sink = Sink::new(config);
+    let ops = spec::operations(spec);
+    extensions::check_misplaced(spec, &mut sink);
+    operation_id::check_unique(&ops, &mut sink);
+    for op in &ops {
+        extensions::check_operation(op, &mut sink);
+        if is_idempotent(op) && !spec::SAFE_METHODS.contains(&op.method) {
+            operation_id::check_present(op, &mut sink);
+            header::check_key(spec, op, &mut sink);
+            responses::check(spec, op, &mut sink);
+        } else {
+            header::check_unmarked(spec, op, &mut sink);
+        }
+    }
+    RuleOutcome {
+        findings: sink.findings,
+        operations: ops.len(),
+        idempotent_operations: ops.iter().filter(|o| is_idempotent(o)).count(),
+    }
+}

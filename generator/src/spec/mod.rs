@@ -1,0 +1,204 @@
+//! A typed view of the OpenAPI objects the rules (and the code generator) need: operations,
+//! their merged parameters, and their responses, each with `$ref`s followed and positions kept.
+//!
+//! The view borrows from a [`LoadedSpec`]; it copies nothing but small structs of references.
+
+use crate::loader::{Key, LoadedSpec, Node, NodeRef};
+
+/// The HTTP methods an OpenAPI 3.0/3.1 Path Item can hold, in the order the spec lists them.
+pub const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Methods that are safe by definition and must not be marked idempotent.
+pub const SAFE_METHODS: [&str; 4] = ["get", "head", "options", "trace"];
+
+/// One operation: a method under a path.
+#[derive(Debug, Clone, Copy)]
+pub struct Operation<'a> {
+    /// The path template, e.g. `/widgets/{id}`.
+    pub path: &'a str,
+    /// The method key as written, lower case (`post`).
+    pub method: &'a str,
+    /// The Path Item the operation belongs to, after following its `$ref` if any.
+    pub path_item: NodeRef<'a>,
+    /// The Operation Object.
+    pub node: NodeRef<'a>,
+    /// The method key (`post:`), in `path_item.file`.
+    pub key: &'a Key,
+}
+
+/// A parameter of an operation, after merging Path Item parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Parameter<'a> {
+    /// The `name` field, if it is a string.
+    pub name: Option<&'a str>,
+    /// The `in` field, if it is a string.
+    pub location: Option<&'a str>,
+    /// The parameter as listed: a Parameter Object or a Reference Object.
+    pub site: NodeRef<'a>,
+    /// The Parameter Object, after following `$ref`s.
+    pub node: NodeRef<'a>,
+    /// Whether it comes from the Path Item rather than the operation.
+    pub inherited: bool,
+}
+
+/// A response of an operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Response<'a> {
+    /// The status key as written (`201`, `4XX`, `default`).
+    pub status: &'a Key,
+    /// The Response Object, after following `$ref`s.
+    pub node: NodeRef<'a>,
+}
+
+/// Every operation under `paths`, in document order.
+pub fn operations(spec: &LoadedSpec) -> Vec<Operation<'_>> {
+    let root = spec.root();
+    let Some(paths) = root.node.get("paths").and_then(Node::as_map) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (path_key, item) in paths.entries() {
+        if path_key.text.starts_with("x-") {
+            continue;
+        }
+        let path_item = spec.deref(NodeRef {
+            file: root.file,
+            node: item,
+        });
+        let Some(map) = path_item.node.as_map() else {
+            continue;
+        };
+        for (key, op) in map.entries() {
+            if !METHODS.contains(&key.text.as_str()) || op.as_map().is_none() {
+                continue;
+            }
+            out.push(Operation {
+                path: &path_key.text,
+                method: &key.text,
+                path_item,
+                node: NodeRef {
+                    file: path_item.file,
+                    node: op,
+                },
+                key,
+            });
+        }
+    }
+    out
+}
+
+impl<'a> Operation<'a> {
+    /// `POST /widgets`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.method.to_ascii_uppercase(), self.path)
+    }
+
+    /// The `operationId` value node, if present.
+    pub fn operation_id(&self) -> Option<&'a Node> {
+        self.node.node.get("operationId")
+    }
+
+    /// `operationId` when it is a string, else the label; for messages.
+    pub fn display_name(&self) -> String {
+        match self.operation_id().and_then(Node::as_str) {
+            Some(id) => format!("`{id}` ({})", self.label()),
+            None => format!("`{}`", self.label()),
+        }
+    }
+
+    /// The operation's parameters: its own, plus the Path Item's that it does not override
+    /// (same `name` and `in`; header names compared case-insensitively).
+    pub fn parameters(&self, spec: &'a LoadedSpec) -> Vec<Parameter<'a>> {
+        let own = list_parameters(spec, self.node, false);
+        let mut merged = own.clone();
+        for p in list_parameters(spec, self.path_item, true) {
+            if !own.iter().any(|o| same_parameter(o, &p)) {
+                merged.push(p);
+            }
+        }
+        merged
+    }
+
+    /// The `responses` key and map, if present.
+    pub fn responses_entry(&self) -> Option<(&'a Key, &'a Node)> {
+        self.node.node.entry("responses")
+    }
+
+    /// The declared responses, with `$ref`s followed.
+    pub fn responses(&self, spec: &'a LoadedSpec) -> Vec<Response<'a>> {
+        let Some(map) = self.responses_entry().and_then(|(_, v)| v.as_map()) else {
+            return Vec::new();
+        };
+        map.entries()
+            .iter()
+            .filter(|(k, _)| !k.text.starts_with("x-"))
+            .map(|(status, node)| Response {
+                status,
+                node: spec.deref(NodeRef {
+                    file: self.node.file,
+                    node,
+                }),
+            })
+            .collect()
+    }
+}
+
+impl<'a> Parameter<'a> {
+    /// Whether this is the header `name`, compared case-insensitively.
+    pub fn is_header(&self, name: &str) -> bool {
+        self.location == Some("header") && self.name.is_some_and(|n| n.eq_ignore_ascii_case(name))
+    }
+
+    /// The parameter's schema, from `schema` or from the single entry of `content`, with
+    /// `$ref`s followed.
+    pub fn schema(&self, spec: &'a LoadedSpec) -> Option<NodeRef<'a>> {
+        let param = self.node.node;
+        let schema = param.get("schema").or_else(|| {
+            param
+                .get("content")
+                .and_then(Node::as_map)
+                .and_then(|m| m.entries().first())
+                .and_then(|(_, media)| media.get("schema"))
+        })?;
+        Some(spec.deref(NodeRef {
+            file: self.node.file,
+            node: schema,
+        }))
+    }
+}
+
+fn list_parameters<'a>(spec: &'a LoadedSpec, owner: NodeRef<'a>, inherited: bool) -> Vec<Parameter<'a>> {
+    let Some(items) = owner.node.get("parameters").and_then(Node::as_seq) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .map(|item| {
+            let site = NodeRef {
+                file: owner.file,
+                node: item,
+            };
+            let node = spec.deref(site);
+            Parameter {
+                name: node.node.get("name").and_then(Node::as_str),
+                location: node.node.get("in").and_then(Node::as_str),
+                site,
+                node,
+                inherited,
+            }
+        })
+        .collect()
+}
+
+fn same_parameter(a: &Parameter<'_>, b: &Parameter<'_>) -> bool {
+    if a.location != b.location {
+        return false;
+    }
+    match (a.name, b.name) {
+        (Some(x), Some(y)) if a.location == Some("header") => x.eq_ignore_ascii_case(y),
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
