@@ -137,7 +137,9 @@ impl Config {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
             if !valid {
-                return Err(invalid(format!("`header` = {header:?} is not a valid HTTP header name")));
+                return Err(invalid(format!(
+                    "`header` = {header:?} is not a valid HTTP header name"
+                )));
             }
             config.header = header;
         }
@@ -151,8 +153,14 @@ impl Config {
             ("required-statuses", &file.required_statuses),
             ("recommended-statuses", &file.recommended_statuses),
         ] {
-            if let Some(bad) = statuses.iter().flatten().find(|s| !(100..=599).contains(*s)) {
-                return Err(invalid(format!("`{field}` contains {bad}, not an HTTP status")));
+            if let Some(bad) = statuses
+                .iter()
+                .flatten()
+                .find(|s| !(100..=599).contains(*s))
+            {
+                return Err(invalid(format!(
+                    "`{field}` contains {bad}, not an HTTP status"
+                )));
             }
         }
         if let Some(s) = file.required_statuses {
@@ -165,7 +173,11 @@ impl Config {
             let rule = RuleId::from_name(&name).ok_or_else(|| {
                 invalid(format!(
                     "unknown rule `{name}` in [rules]; known rules: {}",
-                    RuleId::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                    RuleId::ALL
+                        .iter()
+                        .map(|r| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })?;
             config.levels.insert(rule, level);
@@ -229,8 +241,14 @@ mod tests {
     fn unknown_fields_rules_and_bad_values_are_refused() {
         for (text, needle) in [
             ("hedaer = \"x\"", "unknown field"),
-            ("[rules]\nno-such-rule = \"off\"", "unknown rule `no-such-rule`"),
-            ("[rules]\nidempotency-key-missing = \"fatal\"", "unknown variant"),
+            (
+                "[rules]\nno-such-rule = \"off\"",
+                "unknown rule `no-such-rule`",
+            ),
+            (
+                "[rules]\nidempotency-key-missing = \"fatal\"",
+                "unknown variant",
+            ),
             ("required-statuses = [99]", "not an HTTP status"),
             ("header = \"bad header\"", "not a valid HTTP header name"),
             ("max-key-length = 0", "at least 1"),

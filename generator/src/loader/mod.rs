@@ -164,9 +164,10 @@ impl fmt::Display for LoadError {
             if i > 0 {
                 writeln!(f)?;
             }
-            match p.location.and_then(|(file, span)| {
-                self.sources.get(file).map(|s| (s.display_path(), span))
-            }) {
+            match p
+                .location
+                .and_then(|(file, span)| self.sources.get(file).map(|s| (s.display_path(), span)))
+            {
                 Some((path, span)) => write!(
                     f,
                     "{path}:{}:{}: {}",
@@ -342,14 +343,14 @@ impl Loader<'_> {
         let mut sites = Vec::new();
         if let Some(doc) = self.document(file) {
             doc.walk(|key, node| {
-                if let (Some(key), Value::Str(reference)) = (key, &node.value) {
-                    if key.text == "$ref" {
-                        sites.push(RefSite {
-                            file,
-                            span: node.span,
-                            reference: reference.clone(),
-                        });
-                    }
+                if let (Some(key), Value::Str(reference)) = (key, &node.value)
+                    && key.text == "$ref"
+                {
+                    sites.push(RefSite {
+                        file,
+                        span: node.span,
+                        reference: reference.clone(),
+                    });
                 }
             });
         }
@@ -431,12 +432,17 @@ fn check_version(doc: &Node, root: FileId) -> Result<(OpenApiVersion, String), P
         return Err(problem(
             "not an OpenAPI document: the root has no `openapi` field".into(),
             Span { start, end: start },
-            Some("an OpenAPI 3 document starts with\n\nopenapi: 3.1.0\ninfo:\n  title: My API\n  version: 1.0.0"),
+            Some(
+                "an OpenAPI 3 document starts with\n\nopenapi: 3.1.0\ninfo:\n  title: My API\n  version: 1.0.0",
+            ),
         ));
     };
     let Some(text) = value.as_str() else {
         return Err(problem(
-            format!("`openapi` must be a string such as \"3.1.0\", found {}", value.kind_name()),
+            format!(
+                "`openapi` must be a string such as \"3.1.0\", found {}",
+                value.kind_name()
+            ),
             value.span,
             Some("quote the version:\n\nopenapi: \"3.1.0\""),
         ));
@@ -556,7 +562,10 @@ impl LoadedSpec {
             .ok_or_else(|| format!("`{reference}` points to a file that was not loaded"))?;
         let node = pointer::lookup(doc, &target.pointer).ok_or_else(|| {
             let file = self.sources.file(target.file).display_path();
-            format!("`{reference}` does not resolve: `{file}` has nothing at `#{}`", target.pointer)
+            format!(
+                "`{reference}` does not resolve: `{file}` has nothing at `#{}`",
+                target.pointer
+            )
         })?;
         Ok(NodeRef {
             file: target.file,

@@ -103,7 +103,10 @@ mod tests {
 
     #[test]
     fn tokens_unescape_in_the_right_order() {
-        assert_eq!(tokens("/a~1b/~01"), Some(vec!["a/b".to_string(), "~1".to_string()]));
+        assert_eq!(
+            tokens("/a~1b/~01"),
+            Some(vec!["a/b".to_string(), "~1".to_string()])
+        );
         assert_eq!(tokens(""), Some(vec![]));
         assert_eq!(tokens("a"), None);
         assert_eq!(join(["/widgets", "post"]), "/~1widgets/post");
@@ -111,8 +114,10 @@ mod tests {
 
     #[test]
     fn lookup_and_pointer_at_agree() {
-        let root = parse("paths:\n  /w:\n    post:\n      parameters:\n        - name: a\n        - name: b\n")
-            .expect("parses");
+        let root = parse(
+            "paths:\n  /w:\n    post:\n      parameters:\n        - name: a\n        - name: b\n",
+        )
+        .expect("parses");
         let b = lookup(&root, "/paths/~1w/post/parameters/1").expect("found");
         assert_eq!(pointer_at(&root, b.span), "/paths/~1w/post/parameters/1");
         let (post_key, _) = lookup(&root, "/paths/~1w")

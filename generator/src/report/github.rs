@@ -9,7 +9,9 @@ use crate::loader::LoadError;
 
 /// Escapes a command's message: `%`, CR and LF.
 pub fn escape_data(text: &str) -> String {
-    text.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 /// Escapes a command property: as [`escape_data`], plus `:` and `,`.
@@ -22,7 +24,11 @@ pub fn render(report: &CheckReport) -> String {
     let mut out = String::new();
     for f in &report.findings {
         let loc = locate(&report.spec, f);
-        let command = if f.level == Level::Error { "error" } else { "warning" };
+        let command = if f.level == Level::Error {
+            "error"
+        } else {
+            "warning"
+        };
         let mut props = format!(
             "file={},line={},col={}",
             escape_property(&loc.path),
@@ -47,15 +53,15 @@ pub fn render_load_error(error: &LoadError) -> String {
     let mut out = String::new();
     for p in &error.problems {
         let mut props = String::from("title=idemgen");
-        if let Some((file, span)) = p.location {
-            if let Some(source) = error.sources.get(file) {
-                props = format!(
-                    "file={},line={},col={},{props}",
-                    escape_property(&source.display_path()),
-                    span.start.line,
-                    span.start.col
-                );
-            }
+        if let Some((file, span)) = p.location
+            && let Some(source) = error.sources.get(file)
+        {
+            props = format!(
+                "file={},line={},col={},{props}",
+                escape_property(&source.display_path()),
+                span.start.line,
+                span.start.col
+            );
         }
         let _ = writeln!(out, "::error {props}::{}", escape_data(&p.message));
     }

@@ -87,7 +87,11 @@ pub fn render(report: &CheckReport, color: bool) -> String {
     }
     let errors = report.errors();
     let warnings = report.warnings();
-    let counts = format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"));
+    let counts = format!(
+        "{}, {}",
+        plural(errors, "error"),
+        plural(warnings, "warning")
+    );
     let scope = format!(
         "{} of {} marked x-idempotent",
         report.idempotent_operations,
@@ -146,21 +150,40 @@ fn gutter_width(start: Pos) -> usize {
 }
 
 /// ` --> path:line:col` and the source line with a caret under the span.
-fn frame(out: &mut String, s: &Styles, path: &str, source: Option<&SourceFile>, start: Pos, end: Pos) {
+fn frame(
+    out: &mut String,
+    s: &Styles,
+    path: &str,
+    source: Option<&SourceFile>,
+    start: Pos,
+    end: Pos,
+) {
     let width = gutter_width(start);
     let g = s.gutter.render();
     let r = s.gutter.render_reset();
-    let _ = writeln!(out, "{:width$}{g}-->{r} {path}:{}:{}", "", start.line, start.col);
+    let _ = writeln!(
+        out,
+        "{:width$}{g}-->{r} {path}:{}:{}",
+        "", start.line, start.col
+    );
     let Some(line) = source.and_then(|f| f.line(start.line)) else {
         return;
     };
-    let line: String = line.chars().map(|c| if c == '\t' { ' ' } else { c }).collect();
+    let line: String = line
+        .chars()
+        .map(|c| if c == '\t' { ' ' } else { c })
+        .collect();
     let chars = line.chars().count();
-    let col = usize::try_from(start.col).unwrap_or(1).saturating_sub(1).min(chars);
+    let col = usize::try_from(start.col)
+        .unwrap_or(1)
+        .saturating_sub(1)
+        .min(chars);
     let len = if end.line == start.line && end.col > start.col {
         usize::try_from(end.col - start.col).unwrap_or(1)
-    } else {
+    } else if end.line > start.line {
         line.trim_end().chars().count().saturating_sub(col)
+    } else {
+        1
     }
     .clamp(1, chars.saturating_sub(col).max(1));
     let _ = writeln!(out, "{:width$} {g}|{r}", "");
@@ -181,7 +204,12 @@ fn frame(out: &mut String, s: &Styles, path: &str, source: Option<&SourceFile>, 
 fn help(out: &mut String, s: &Styles, text: &str) {
     let mut lines = text.lines();
     let first = lines.next().unwrap_or_default();
-    let _ = writeln!(out, "{}help{}: {first}", s.help.render(), s.help.render_reset());
+    let _ = writeln!(
+        out,
+        "{}help{}: {first}",
+        s.help.render(),
+        s.help.render_reset()
+    );
     for line in lines {
         if line.is_empty() {
             continue;

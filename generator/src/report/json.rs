@@ -93,7 +93,8 @@ pub fn render(report: &CheckReport) -> String {
             })
             .collect(),
     };
-    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut text =
+        serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
 }

@@ -39,7 +39,10 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
                     RuleId::XIdempotentNotBoolean,
                     (file, value.span),
                     Some(op),
-                    format!("`x-idempotent` must be a boolean, found {}", describe(value)),
+                    format!(
+                        "`x-idempotent` must be a boolean, found {}",
+                        describe(value)
+                    ),
                 ),
             }
         } else if key.text == X_FINGERPRINT_VERSION {
@@ -142,7 +145,10 @@ mod tests {
 
     #[test]
     fn typos_get_suggestions() {
-        assert_eq!(suggestion("x-idempotency-fingerprint-versoin"), Some(X_FINGERPRINT_VERSION));
+        assert_eq!(
+            suggestion("x-idempotency-fingerprint-versoin"),
+            Some(X_FINGERPRINT_VERSION)
+        );
         assert_eq!(suggestion("x-idempotency-ttl"), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }

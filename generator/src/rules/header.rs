@@ -89,7 +89,8 @@ fn is_string_type(ty: &Node) -> bool {
         Value::Str(s) => s == "string",
         Value::Seq(items) => {
             let mut non_null = items.iter().filter(|t| t.as_str() != Some("null"));
-            matches!(non_null.next().and_then(Node::as_str), Some("string")) && non_null.next().is_none()
+            matches!(non_null.next().and_then(Node::as_str), Some("string"))
+                && non_null.next().is_none()
         }
         _ => false,
     }

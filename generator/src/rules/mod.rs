@@ -116,22 +116,46 @@ impl RuleId {
     /// A one-line description of what the rule requires.
     pub fn summary(self) -> &'static str {
         match self {
-            RuleId::KeyMissing => "An idempotent operation declares the idempotency key header parameter.",
+            RuleId::KeyMissing => {
+                "An idempotent operation declares the idempotency key header parameter."
+            }
             RuleId::KeyNotRequired => "The idempotency key header is `required: true`.",
             RuleId::KeyNotString => "The idempotency key header's schema is `type: string`.",
-            RuleId::KeyMaxLength => "The idempotency key header's schema bounds `maxLength` within the configured limit.",
-            RuleId::KeyMinLength => "The idempotency key header's schema sets `minLength` to at least 1.",
-            RuleId::RequiredResponseMissing => "An idempotent operation declares every required error response.",
-            RuleId::RecommendedResponseMissing => "An idempotent operation declares 409 and 410 (key in use, key expired).",
-            RuleId::ErrorResponseNotProblemJson => "Error responses of idempotent operations use `application/problem+json`.",
-            RuleId::OperationIdMissing => "An idempotent operation has an `operationId`; the runtime scopes keys by it.",
+            RuleId::KeyMaxLength => {
+                "The idempotency key header's schema bounds `maxLength` within the configured limit."
+            }
+            RuleId::KeyMinLength => {
+                "The idempotency key header's schema sets `minLength` to at least 1."
+            }
+            RuleId::RequiredResponseMissing => {
+                "An idempotent operation declares every required error response."
+            }
+            RuleId::RecommendedResponseMissing => {
+                "An idempotent operation declares 409 and 410 (key in use, key expired)."
+            }
+            RuleId::ErrorResponseNotProblemJson => {
+                "Error responses of idempotent operations use `application/problem+json`."
+            }
+            RuleId::OperationIdMissing => {
+                "An idempotent operation has an `operationId`; the runtime scopes keys by it."
+            }
             RuleId::OperationIdDuplicate => "Every `operationId` is unique across the spec.",
             RuleId::XIdempotentNotBoolean => "`x-idempotent` is a boolean.",
-            RuleId::FingerprintVersionInvalid => "`x-idempotency-fingerprint-version` is an integer from 1 to 32767.",
-            RuleId::UnknownIdempotencyExtension => "Only known `x-idempotency-*` extensions are used.",
-            RuleId::IdempotencyExtensionMisplaced => "`x-idempotent` and `x-idempotency-*` appear only on operations.",
-            RuleId::XIdempotentOnSafeMethod => "GET, HEAD, OPTIONS and TRACE operations are not marked `x-idempotent: true`.",
-            RuleId::KeyWithoutXIdempotent => "An operation that declares the idempotency key header is marked `x-idempotent`.",
+            RuleId::FingerprintVersionInvalid => {
+                "`x-idempotency-fingerprint-version` is an integer from 1 to 32767."
+            }
+            RuleId::UnknownIdempotencyExtension => {
+                "Only known `x-idempotency-*` extensions are used."
+            }
+            RuleId::IdempotencyExtensionMisplaced => {
+                "`x-idempotent` and `x-idempotency-*` appear only on operations."
+            }
+            RuleId::XIdempotentOnSafeMethod => {
+                "GET, HEAD, OPTIONS and TRACE operations are not marked `x-idempotent: true`."
+            }
+            RuleId::KeyWithoutXIdempotent => {
+                "An operation that declares the idempotency key header is marked `x-idempotent`."
+            }
         }
     }
 
@@ -254,10 +278,10 @@ impl<'c> Sink<'c> {
     ) {
         let before = self.findings.len();
         self.report(rule, at, op, message);
-        if self.findings.len() > before {
-            if let Some(f) = self.findings.last_mut() {
-                f.help = help;
-            }
+        if self.findings.len() > before
+            && let Some(f) = self.findings.last_mut()
+        {
+            f.help = help;
         }
     }
 

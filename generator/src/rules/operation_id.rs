@@ -50,7 +50,10 @@ pub(super) fn check_unique(ops: &[Operation<'_>], sink: &mut Sink<'_>) {
                     "`operationId` `{id}` of `{}` is already used by `{}` (line {})",
                     op.label(),
                     earlier.label(),
-                    earlier.operation_id().map(|n: &Node| n.span.start.line).unwrap_or(0)
+                    earlier
+                        .operation_id()
+                        .map(|n: &Node| n.span.start.line)
+                        .unwrap_or(0)
                 ),
             ),
         }

@@ -169,7 +169,11 @@ impl<'a> Parameter<'a> {
     }
 }
 
-fn list_parameters<'a>(spec: &'a LoadedSpec, owner: NodeRef<'a>, inherited: bool) -> Vec<Parameter<'a>> {
+fn list_parameters<'a>(
+    spec: &'a LoadedSpec,
+    owner: NodeRef<'a>,
+    inherited: bool,
+) -> Vec<Parameter<'a>> {
     let Some(items) = owner.node.get("parameters").and_then(Node::as_seq) else {
         return Vec::new();
     };

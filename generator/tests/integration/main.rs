@@ -1,1 +1,18 @@
+//! The one integration-test binary of `idemgen` (one link, shared helpers).
 
+/// Exit codes and output of the `idemgen` binary.
+mod cli;
+/// Shared helpers: fixture paths, running `check`.
+mod common;
+/// GitHub annotation output.
+mod github;
+/// Specs that must not load: clear errors with positions.
+mod load_errors;
+/// Property-based tests: mutated and random documents never panic the loader.
+mod proptests;
+/// Data-driven rule cases: one line per fixture and expected findings.
+mod rules;
+/// SARIF output validated against the SARIF 2.1.0 JSON schema.
+mod sarif;
+/// Snapshots of the human and JSON output.
+mod snapshots;
