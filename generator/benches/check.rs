@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use idemgen::{Config, check};
 
-const OPERATIONS: usize = 1_000;
+const OPERATIONS: usize = 700;
 const SCHEMAS: usize = 200;
 const RUNS: usize = 15;
 
