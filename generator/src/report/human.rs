@@ -145,6 +145,9 @@ pub fn render_load_error(error: &LoadError, color: bool) -> String {
     out
 }
 
+/// The widest source excerpt shown in a code frame, in characters.
+const MAX_FRAME_WIDTH: usize = 120;
+
 fn gutter_width(start: Pos) -> usize {
     start.line.to_string().len()
 }
@@ -169,15 +172,31 @@ fn frame(
     let Some(line) = source.and_then(|f| f.line(start.line)) else {
         return;
     };
-    let line: String = line
+    let line: Vec<char> = line
         .chars()
         .map(|c| if c == '\t' { ' ' } else { c })
         .collect();
-    let chars = line.chars().count();
     let col = usize::try_from(start.col)
         .unwrap_or(1)
         .saturating_sub(1)
-        .min(chars);
+        .min(line.len());
+    // Long lines (minified JSON) are cut to a window around the column.
+    let (line, col) = if line.len() > MAX_FRAME_WIDTH {
+        let from = col.saturating_sub(MAX_FRAME_WIDTH / 3);
+        let to = (from + MAX_FRAME_WIDTH).min(line.len());
+        let mut shown = String::new();
+        if from > 0 {
+            shown.push_str("...");
+        }
+        shown.extend(&line[from..to]);
+        if to < line.len() {
+            shown.push_str("...");
+        }
+        (shown, col - from + if from > 0 { 3 } else { 0 })
+    } else {
+        (line.into_iter().collect::<String>(), col)
+    };
+    let chars = line.chars().count();
     let len = if end.line == start.line && end.col > start.col {
         usize::try_from(end.col - start.col).unwrap_or(1)
     } else if end.line > start.line {

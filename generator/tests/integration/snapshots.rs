@@ -85,3 +85,40 @@ fn human_output_of_load_errors() {
     }
     insta::assert_snapshot!(out);
 }
+
+#[test]
+fn code_frames_of_minified_json_show_a_window_around_the_column() {
+    use idemgen::loader::{MemoryFs, load_with};
+    let padding = format!("\"x-pad\": \"{}\", ", "p".repeat(5_000));
+    let text = format!(
+        "{{{padding}\"openapi\": \"3.1.0\", \"paths\": {{\"/w\": {{\"post\": {{\"x-idempotent\": \"yes\"}}}}}}}}"
+    );
+    let mut fs = MemoryFs::new();
+    fs.insert("min.json", text);
+    let spec = load_with(&fs, std::path::Path::new("min.json")).expect("loads");
+    let report = idemgen::check_loaded(spec, &Config::default());
+    let out = render(&report, Format::Human, false);
+    let frame: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("1 |"))
+        .take(2)
+        .collect();
+    assert!(
+        frame[0].len() < 140,
+        "frame line is cut: {}",
+        frame[0].len()
+    );
+    assert!(
+        frame[0].contains("\"x-idempotent\": \"yes\""),
+        "{}",
+        frame[0]
+    );
+    let caret = frame[1].find('^').expect("caret");
+    assert_eq!(
+        &frame[0][caret..caret + 5],
+        "\"yes\"",
+        "caret under the value:\n{}\n{}",
+        frame[0],
+        frame[1]
+    );
+}
