@@ -1,0 +1,620 @@
+//! The executor: turns every arrival of a key into at most one committed business write.
+//!
+//! One attempt, separate-claim strategy (the default):
+//! 1. claim the key with a short statement of its own (or replay / 422 / 410 / wait then 409);
+//! 2. open one transaction, run the handler with only a transaction-bound handle, complete the
+//!    record in that transaction guarded by the claim token, and commit;
+//! 3. store only 2xx results; anything else rolls back and releases the claim;
+//! 4. a lost commit acknowledgement is reconciled by reading the record back on the writer.
+//!
+//! The in-transaction strategy inserts the reservation inside the business transaction instead.
+//! Attempts run in their own task, so a client that disconnects does not cancel a write halfway.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, StatusCode};
+use tracing::Instrument;
+
+use crate::fingerprint::Fingerprint;
+use crate::problem::{Problem, ProblemKind};
+use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
+use crate::store::{ClaimOutcome, ClaimRequest, CommitError, Store, StoreError};
+
+/// Where the reservation of a key lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// A claim committed by its own short statement before the business transaction; duplicates
+    /// see it at once and never hold a connection while the first attempt runs.
+    #[default]
+    SeparateClaim,
+    /// The reservation is inserted inside the business transaction: one commit per request;
+    /// concurrent duplicates wait on the unique index; a rollback leaves no reservation.
+    InTransaction,
+}
+
+/// Executor settings.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// The reservation strategy.
+    pub strategy: Strategy,
+    /// How long a duplicate waits for an in-flight attempt before answering 409.
+    pub in_flight_wait: Duration,
+    /// A claim older than this is taken over. Must exceed the slowest handler.
+    pub stale_claim: Duration,
+    /// How long completed records are kept; `None` keeps them forever (the default).
+    pub retention: Option<Duration>,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::SeparateClaim,
+            in_flight_wait: Duration::from_secs(1),
+            stale_claim: Duration::from_secs(300),
+            retention: None,
+        }
+    }
+}
+
+/// One idempotent request, as the generated code describes it.
+#[derive(Debug, Clone)]
+pub struct IdempotentRequest {
+    /// The key's scope.
+    pub scope: Scope,
+    /// The `hs1` fingerprint of the semantic input.
+    pub fingerprint: Fingerprint,
+    /// The operation's fingerprint version.
+    pub fingerprint_version: i16,
+    /// Response headers the operation declares; stored besides the default allowlist.
+    pub declared_headers: &'static [&'static str],
+    /// Overrides the executor's retention for this operation.
+    pub retention: Option<Duration>,
+}
+
+/// A 2xx result in the form it is stored.
+#[derive(Debug, Clone)]
+pub struct EncodedResponse {
+    /// The status (2xx).
+    pub status: StatusCode,
+    /// The response headers; only allowlisted ones are stored.
+    pub headers: HeaderMap,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+/// Why a response could not be encoded or rebuilt.
+#[derive(Debug, thiserror::Error)]
+#[error("response codec: {0}")]
+pub struct CodecError(pub String);
+
+/// Converts an operation's typed response to and from its stored form.
+pub trait ResponseCodec: Sized + Send + 'static {
+    /// The stored form of a 2xx response; `None` for any other status, which is never stored.
+    fn encode_success(&self) -> Result<Option<EncodedResponse>, CodecError>;
+    /// Rebuilds the typed response from a stored result.
+    fn decode(stored: &StoredResponse) -> Result<Self, CodecError>;
+}
+
+/// The handle a handler writes through: the store's transaction, plus the reference of the
+/// resource the attempt creates (so that deleting it later can tombstone the record).
+#[derive(Debug)]
+pub struct TxHandle<T> {
+    tx: T,
+    resource_ref: Option<String>,
+}
+
+impl<T> TxHandle<T> {
+    /// The transaction.
+    pub fn tx(&mut self) -> &mut T {
+        &mut self.tx
+    }
+
+    /// Records the reference of the resource this attempt creates (e.g. its id).
+    pub fn set_resource_ref(&mut self, resource_ref: impl Into<String>) {
+        self.resource_ref = Some(resource_ref.into());
+    }
+}
+
+impl TxHandle<crate::store::PgTx> {
+    /// The PostgreSQL connection inside the attempt's transaction.
+    pub fn conn(&mut self) -> &mut sqlx::PgConnection {
+        self.tx.conn()
+    }
+}
+
+/// How an attempt ended, for logs and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// The handler ran and its 2xx result was committed with the record.
+    Executed,
+    /// The handler ran, taking over a stale claim.
+    TakenOver,
+    /// The handler ran and returned a non-2xx result; nothing was stored.
+    NotStored,
+    /// A stored result was replayed.
+    Replayed,
+}
+
+/// The response of an attempt and how it came about.
+#[derive(Debug)]
+pub struct Outcome<R> {
+    /// The typed response.
+    pub response: R,
+    /// How the attempt ended.
+    pub disposition: Disposition,
+}
+
+impl<R> Outcome<R> {
+    /// Whether the response is a replay (send `Idempotent-Replayed: true`).
+    pub fn replayed(&self) -> bool {
+        self.disposition == Disposition::Replayed
+    }
+}
+
+/// Why an attempt produced no typed response.
+#[derive(Debug)]
+pub enum ExecuteError<E> {
+    /// The protocol's answer (409, 410, 422, 503, 504, …).
+    Problem(Problem),
+    /// The handler failed; its transaction was rolled back and the key released.
+    Handler(E),
+}
+
+impl<E> From<Problem> for ExecuteError<E> {
+    fn from(p: Problem) -> Self {
+        ExecuteError::Problem(p)
+    }
+}
+
+/// The boxed future of a handler borrowing the transaction handle.
+pub type HandlerFuture<'a, R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send + 'a>>;
+
+/// Runs idempotent attempts against a store.
+#[derive(Debug)]
+pub struct Executor<S: Store> {
+    store: Arc<S>,
+    config: ExecutorConfig,
+}
+
+impl<S: Store> Clone for Executor<S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S: Store> Executor<S> {
+    /// An executor with the given store and settings.
+    pub fn new(store: S, config: ExecutorConfig) -> Executor<S> {
+        Executor {
+            store: Arc::new(store),
+            config,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.config
+    }
+
+    /// Runs one attempt. The attempt runs in its own task: dropping the returned future (a client
+    /// that went away) does not cancel it halfway through a write.
+    pub async fn execute<R, E, F>(
+        &self,
+        request: IdempotentRequest,
+        handler: F,
+    ) -> Result<Outcome<R>, ExecuteError<E>>
+    where
+        R: ResponseCodec,
+        E: Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+    {
+        let this = self.clone();
+        let span = tracing::info_span!(
+            "idempotent_attempt",
+            owner = %request.scope.owner,
+            operation = %request.scope.operation,
+            outcome = tracing::field::Empty,
+        );
+        let scope = request.scope.clone();
+        let token = ClaimToken::generate();
+        let task = tokio::spawn(
+            async move {
+                let result = match this.config.strategy {
+                    Strategy::SeparateClaim => this.run_separate(request, token, handler).await,
+                    Strategy::InTransaction => this.run_in_tx(request, token, handler).await,
+                };
+                tracing::Span::current().record("outcome", outcome_label(&result));
+                tracing::info!("attempt finished");
+                result
+            }
+            .instrument(span),
+        );
+        match task.await {
+            Ok(result) => result,
+            Err(join) => {
+                // The handler panicked: its transaction was dropped (rolled back); free the key.
+                let _ = self.store.release(&scope, token).await;
+                Err(Problem::new(ProblemKind::Internal)
+                    .with_internal(format!("idempotent attempt panicked: {join}"))
+                    .into())
+            }
+        }
+    }
+
+    async fn run_separate<R, E, F>(
+        &self,
+        request: IdempotentRequest,
+        token: ClaimToken,
+        handler: F,
+    ) -> Result<Outcome<R>, ExecuteError<E>>
+    where
+        R: ResponseCodec,
+        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+    {
+        let claim = ClaimRequest {
+            scope: &request.scope,
+            fingerprint: &request.fingerprint,
+            fingerprint_version: request.fingerprint_version,
+            token,
+            stale_after: self.config.stale_claim,
+        };
+        let deadline = Instant::now() + self.config.in_flight_wait;
+        let mut pause = Duration::from_millis(5);
+        let taken_over = loop {
+            let outcome = self.store.claim(&claim).await.map_err(unavailable)?;
+            match outcome {
+                ClaimOutcome::Claimed { taken_over } => break taken_over,
+                ClaimOutcome::Existing(record) => match self.judge(&request, record, deadline)? {
+                    Some(replay) => return Ok(replay),
+                    None => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(100));
+                    }
+                },
+            }
+        };
+        let tx = match self.store.begin().await {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.release_quiet(&request.scope, token).await;
+                return Err(unavailable(e).into());
+            }
+        };
+        let mut handle = TxHandle {
+            tx,
+            resource_ref: None,
+        };
+        let result = handler(&mut handle).await;
+        let TxHandle {
+            mut tx,
+            resource_ref,
+        } = handle;
+        let response = match result {
+            Ok(response) => response,
+            Err(e) => {
+                let _ = self.store.rollback(tx).await;
+                self.release_quiet(&request.scope, token).await;
+                return Err(ExecuteError::Handler(e));
+            }
+        };
+        let stored = match self.encode(&request, &response) {
+            Ok(Some(stored)) => stored,
+            Ok(None) => {
+                let _ = self.store.rollback(tx).await;
+                self.release_quiet(&request.scope, token).await;
+                return Ok(Outcome {
+                    response,
+                    disposition: Disposition::NotStored,
+                });
+            }
+            Err(problem) => {
+                let _ = self.store.rollback(tx).await;
+                self.release_quiet(&request.scope, token).await;
+                return Err(problem.into());
+            }
+        };
+        let retention = request.retention.or(self.config.retention);
+        let completed = self
+            .store
+            .complete(
+                &mut tx,
+                &request.scope,
+                token,
+                &stored,
+                resource_ref.as_deref(),
+                retention,
+            )
+            .await;
+        match completed {
+            Ok(true) => {}
+            Ok(false) => {
+                // Taken over while the handler ran: our write must never commit.
+                let _ = self.store.rollback(tx).await;
+                return self.after_takeover(&request).await;
+            }
+            Err(e) => {
+                let _ = self.store.rollback(tx).await;
+                self.release_quiet(&request.scope, token).await;
+                return Err(unavailable(e).into());
+            }
+        }
+        let disposition = if taken_over {
+            Disposition::TakenOver
+        } else {
+            Disposition::Executed
+        };
+        self.commit(&request, token, tx, response, disposition, true)
+            .await
+    }
+
+    async fn run_in_tx<R, E, F>(
+        &self,
+        request: IdempotentRequest,
+        token: ClaimToken,
+        handler: F,
+    ) -> Result<Outcome<R>, ExecuteError<E>>
+    where
+        R: ResponseCodec,
+        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+    {
+        let claim = ClaimRequest {
+            scope: &request.scope,
+            fingerprint: &request.fingerprint,
+            fingerprint_version: request.fingerprint_version,
+            token,
+            stale_after: self.config.stale_claim,
+        };
+        let deadline = Instant::now() + self.config.in_flight_wait;
+        let mut pause = Duration::from_millis(5);
+        let (mut tx, taken_over) = loop {
+            let mut tx = self.store.begin().await.map_err(unavailable)?;
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match self.store.reserve_in_tx(&mut tx, &claim, wait).await {
+                Ok(ClaimOutcome::Claimed { taken_over }) => break (tx, taken_over),
+                Ok(ClaimOutcome::Existing(record)) => {
+                    let _ = self.store.rollback(tx).await;
+                    if let Some(replay) = self.judge(&request, record, deadline)? {
+                        return Ok(replay);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(StoreError::LockTimeout) => {
+                    let _ = self.store.rollback(tx).await;
+                    return Err(Problem::new(ProblemKind::InFlight).into());
+                }
+                Err(e) => {
+                    let _ = self.store.rollback(tx).await;
+                    return Err(unavailable(e).into());
+                }
+            }
+        };
+        let mut handle = TxHandle {
+            tx,
+            resource_ref: None,
+        };
+        let result = handler(&mut handle).await;
+        let resource_ref = handle.resource_ref.take();
+        tx = handle.tx;
+        let response = match result {
+            Ok(response) => response,
+            Err(e) => {
+                let _ = self.store.rollback(tx).await;
+                return Err(ExecuteError::Handler(e));
+            }
+        };
+        let stored = match self.encode(&request, &response) {
+            Ok(Some(stored)) => stored,
+            Ok(None) => {
+                let _ = self.store.rollback(tx).await;
+                return Ok(Outcome {
+                    response,
+                    disposition: Disposition::NotStored,
+                });
+            }
+            Err(problem) => {
+                let _ = self.store.rollback(tx).await;
+                return Err(problem.into());
+            }
+        };
+        let retention = request.retention.or(self.config.retention);
+        match self
+            .store
+            .complete(
+                &mut tx,
+                &request.scope,
+                token,
+                &stored,
+                resource_ref.as_deref(),
+                retention,
+            )
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = self.store.rollback(tx).await;
+                return self.after_takeover(&request).await;
+            }
+            Err(e) => {
+                let _ = self.store.rollback(tx).await;
+                return Err(unavailable(e).into());
+            }
+        }
+        let disposition = if taken_over {
+            Disposition::TakenOver
+        } else {
+            Disposition::Executed
+        };
+        self.commit(&request, token, tx, response, disposition, false)
+            .await
+    }
+
+    /// Commits, reconciling a lost acknowledgement by reading the record back on the writer.
+    async fn commit<R, E>(
+        &self,
+        request: &IdempotentRequest,
+        token: ClaimToken,
+        tx: S::Tx,
+        response: R,
+        disposition: Disposition,
+        claim_committed: bool,
+    ) -> Result<Outcome<R>, ExecuteError<E>> {
+        match self.store.commit(tx).await {
+            Ok(()) => Ok(Outcome {
+                response,
+                disposition,
+            }),
+            Err(CommitError::Rejected(why)) => {
+                if claim_committed {
+                    self.release_quiet(&request.scope, token).await;
+                }
+                Err(Problem::new(ProblemKind::StoreUnavailable)
+                    .with_internal(why)
+                    .into())
+            }
+            Err(CommitError::Unknown(why)) => {
+                match self
+                    .store
+                    .read(&request.scope, self.config.stale_claim)
+                    .await
+                {
+                    Ok(Some(record))
+                        if record.state == RecordState::Completed
+                            && record.claim_token == Some(token) =>
+                    {
+                        Ok(Outcome {
+                            response,
+                            disposition,
+                        })
+                    }
+                    // Not visibly committed, but the commit may still land: leave any claim
+                    // for stale takeover and tell the client to retry with the same key.
+                    _ => Err(Problem::new(ProblemKind::OutcomeUnknown)
+                        .with_detail("Retry the request with the same Idempotency-Key.")
+                        .with_internal(why)
+                        .into()),
+                }
+            }
+        }
+    }
+
+    /// What a record held by someone else means for this request. `Ok(None)`: wait and retry.
+    fn judge<R: ResponseCodec>(
+        &self,
+        request: &IdempotentRequest,
+        record: Record,
+        deadline: Instant,
+    ) -> Result<Option<Outcome<R>>, Problem> {
+        if record.state == RecordState::Tombstone {
+            return Err(Problem::new(ProblemKind::ResourceGone));
+        }
+        if record.fingerprint_version != Some(request.fingerprint_version) {
+            return Err(Problem::new(ProblemKind::FingerprintVersionChanged));
+        }
+        if record.fingerprint.as_ref() != Some(&request.fingerprint) {
+            return Err(Problem::new(ProblemKind::KeyReused));
+        }
+        match record.state {
+            RecordState::Completed => {
+                let stored = record.response.ok_or_else(|| {
+                    Problem::new(ProblemKind::Internal)
+                        .with_internal("completed record without result")
+                })?;
+                let response = R::decode(&stored).map_err(|e| {
+                    Problem::new(ProblemKind::Internal).with_internal(e.to_string())
+                })?;
+                Ok(Some(Outcome {
+                    response,
+                    disposition: Disposition::Replayed,
+                }))
+            }
+            _ if Instant::now() < deadline => Ok(None),
+            _ => Err(Problem::new(ProblemKind::InFlight)),
+        }
+    }
+
+    /// After our completion lost to a takeover: answer with the winner's result when it has one.
+    async fn after_takeover<R: ResponseCodec, E>(
+        &self,
+        request: &IdempotentRequest,
+    ) -> Result<Outcome<R>, ExecuteError<E>> {
+        let record = self
+            .store
+            .read(&request.scope, self.config.stale_claim)
+            .await
+            .map_err(unavailable)?;
+        match record {
+            Some(record) if record.state == RecordState::Completed => {
+                match self.judge(request, record, Instant::now())? {
+                    Some(outcome) => Ok(outcome),
+                    None => Err(Problem::new(ProblemKind::InFlight).into()),
+                }
+            }
+            _ => Err(Problem::new(ProblemKind::InFlight).into()),
+        }
+    }
+
+    /// Frees this attempt's claim; a failure leaves it for stale takeover.
+    async fn release_quiet(&self, scope: &Scope, token: ClaimToken) {
+        if let Err(e) = self.store.release(scope, token).await {
+            tracing::warn!(error = %e, "releasing a claim failed; it will be taken over when stale");
+        }
+    }
+
+    fn encode<R: ResponseCodec>(
+        &self,
+        request: &IdempotentRequest,
+        response: &R,
+    ) -> Result<Option<StoredResponse>, Problem> {
+        let encoded = response
+            .encode_success()
+            .map_err(|e| Problem::new(ProblemKind::Internal).with_internal(e.to_string()))?;
+        let Some(encoded) = encoded else {
+            return Ok(None);
+        };
+        match StoredResponse::new(
+            encoded.status,
+            &encoded.headers,
+            encoded.body,
+            request.declared_headers,
+        ) {
+            Ok(stored) => Ok(Some(stored)),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+fn unavailable(e: StoreError) -> Problem {
+    Problem::new(ProblemKind::StoreUnavailable).with_internal(e.to_string())
+}
+
+fn outcome_label<R, E>(result: &Result<Outcome<R>, ExecuteError<E>>) -> &'static str {
+    match result {
+        Ok(o) => match o.disposition {
+            Disposition::Executed => "executed",
+            Disposition::TakenOver => "taken_over",
+            Disposition::NotStored => "executed_not_stored",
+            Disposition::Replayed => "replayed",
+        },
+        Err(ExecuteError::Handler(_)) => "handler_error",
+        Err(ExecuteError::Problem(p)) => match p.kind() {
+            ProblemKind::InFlight => "conflict",
+            ProblemKind::KeyReused | ProblemKind::FingerprintVersionChanged => "mismatch",
+            ProblemKind::ResourceGone => "gone",
+            ProblemKind::StoreUnavailable => "unavailable",
+            ProblemKind::OutcomeUnknown => "unknown",
+            _ => "error",
+        },
+    }
+}

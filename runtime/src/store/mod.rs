@@ -1,0 +1,136 @@
+//! The store interface the executor runs on, and its two implementations.
+//!
+//! [`PgStore`] is the real one; [`MemoryStore`] exists for users' unit tests. Both pass the same
+//! contract suite (`runtime/tests/integration/contract.rs`), under both strategies.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::fingerprint::Fingerprint;
+use crate::record::{ClaimToken, Record, Scope, StoredResponse};
+
+pub mod memory;
+pub mod postgres;
+
+pub use memory::{MemoryStore, MemoryTx};
+pub use postgres::{PgStore, PgTx};
+
+/// What an attempt asks for when it claims a key.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest<'a> {
+    /// The key's scope.
+    pub scope: &'a Scope,
+    /// The attempt's request fingerprint.
+    pub fingerprint: &'a Fingerprint,
+    /// The operation's fingerprint version.
+    pub fingerprint_version: i16,
+    /// The attempt's token.
+    pub token: ClaimToken,
+    /// A claim older than this may be taken over.
+    pub stale_after: Duration,
+}
+
+/// The result of a claim.
+#[derive(Debug, Clone)]
+pub enum ClaimOutcome {
+    /// This attempt holds the key.
+    Claimed {
+        /// Whether it took over a stale claim of another attempt.
+        taken_over: bool,
+    },
+    /// Another record holds the key; the executor decides what it means.
+    Existing(Record),
+}
+
+/// A store failure. No variant carries text meant for clients.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached (connection refused, reset, pool timeout, shutdown).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Waiting for a concurrent reservation of the same key exceeded its bound.
+    #[error("timed out waiting for a concurrent attempt")]
+    LockTimeout,
+    /// Any other failure (constraint violation, unexpected data).
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+/// Why a commit did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The server answered that the transaction was rolled back: nothing was committed.
+    #[error("commit rejected: {0}")]
+    Rejected(String),
+    /// The acknowledgement was lost: the transaction may or may not have committed.
+    #[error("commit outcome unknown: {0}")]
+    Unknown(String),
+}
+
+/// The persistence the executor needs. Implementations must make `complete` and the business
+/// writes made through `Tx` commit or roll back together.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The transaction-bound handle handlers write through. It offers no commit or rollback.
+    type Tx: Send + 'static;
+
+    /// Separate-claim strategy, step 1: claims the key in one short statement of its own, or
+    /// takes over a claim older than `stale_after` with the request's token, or reports what
+    /// holds the key.
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError>;
+
+    /// Opens a business transaction.
+    async fn begin(&self) -> Result<Self::Tx, StoreError>;
+
+    /// In-transaction strategy: inserts the reservation inside `tx`. A concurrent reservation of
+    /// the same key is waited for at most `wait` ([`StoreError::LockTimeout`] after that).
+    async fn reserve_in_tx(
+        &self,
+        tx: &mut Self::Tx,
+        request: &ClaimRequest<'_>,
+        wait: Duration,
+    ) -> Result<ClaimOutcome, StoreError>;
+
+    /// Completes the record inside `tx`, guarded by `token`. `Ok(false)`: the claim is no longer
+    /// this attempt's (it was taken over), and the caller must roll back.
+    async fn complete(
+        &self,
+        tx: &mut Self::Tx,
+        scope: &Scope,
+        token: ClaimToken,
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+        retention: Option<Duration>,
+    ) -> Result<bool, StoreError>;
+
+    /// Commits `tx`.
+    async fn commit(&self, tx: Self::Tx) -> Result<(), CommitError>;
+
+    /// Rolls `tx` back.
+    async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;
+
+    /// Deletes this attempt's claim (after a non-2xx result or a failure), so a retry executes.
+    async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError>;
+
+    /// Reads the record of a key on the writer (`stale` is computed against `stale_after`).
+    async fn read(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError>;
+
+    /// Turns the completed record that created `resource_ref` into a tombstone, inside `tx`
+    /// (the caller's delete transaction). Returns how many records changed.
+    async fn tombstone_resource(
+        &self,
+        tx: &mut Self::Tx,
+        owner: &str,
+        operation: &str,
+        resource_ref: &str,
+    ) -> Result<u64, StoreError>;
+
+    /// Deletes up to `batch_size` expired records without waiting on locked rows; returns how
+    /// many were deleted.
+    async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError>;
+}

@@ -1,0 +1,70 @@
+//! Real concurrency on PostgreSQL: 64 simultaneous attempts with one key.
+
+use std::time::Duration;
+
+use idemgen_runtime::{Disposition, Strategy};
+use serde_json::json;
+
+use crate::support::*;
+
+async fn storm(strategy: Strategy) {
+    let mut cfg = config(strategy);
+    cfg.in_flight_wait = Duration::from_millis(500);
+    let env = pg_env(cfg).await;
+    let req = request(scope("alice", "storm"), json!({"name": "w"}), 1);
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let (env, req, barrier) = (env.clone(), req.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut plan = Plan::created("storm");
+            plan.delay = Duration::from_millis(50);
+            plan.label = format!("storm-{i}");
+            barrier.wait().await;
+            attempt(&env, req, plan).await
+        }));
+    }
+    let (mut executed, mut replayed, mut conflicts) = (0, 0, 0);
+    let mut bodies = std::collections::HashSet::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(o) if o.disposition == Disposition::Executed => {
+                executed += 1;
+                bodies.insert(o.response.body);
+            }
+            Ok(o) if o.disposition == Disposition::Replayed => {
+                replayed += 1;
+                bodies.insert(o.response.body);
+            }
+            other => {
+                assert_eq!(
+                    problem_status(&other),
+                    Some(409),
+                    "unexpected outcome {other:?}"
+                );
+                conflicts += 1;
+            }
+        }
+    }
+    let Ledger::Pg(pool) = &env.ledger else {
+        unreachable!()
+    };
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "exactly one business row");
+    assert_eq!(executed, 1, "exactly one attempt executed");
+    assert_eq!(executed + replayed + conflicts, 64);
+    assert_eq!(bodies.len(), 1, "every success carries the same body");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim() {
+    storm(Strategy::SeparateClaim).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_in_transaction() {
+    storm(Strategy::InTransaction).await;
+}

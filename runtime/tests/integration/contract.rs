@@ -1,0 +1,380 @@
+//! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
+//! `contract!` macro runs it on PostgreSQL and in memory, separate-claim and in-transaction.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idemgen_runtime::store::PgStore;
+use idemgen_runtime::{Disposition, ExecuteError, ProblemKind, Store, Strategy};
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::support::*;
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres_separate_claim() {
+                super::$case(pg_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres_in_transaction() {
+                super::$case(pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn memory_separate_claim() {
+                super::$case(mem_env(config(Strategy::SeparateClaim)), Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn memory_in_transaction() {
+                super::$case(mem_env(config(Strategy::InTransaction)), Strategy::InTransaction).await;
+            }
+        }
+    )*};
+}
+
+contract!(
+    first_attempt_executes_and_retry_replays,
+    changed_request_is_rejected,
+    non_2xx_is_not_stored_and_frees_the_key,
+    handler_error_rolls_back_and_frees_the_key,
+    duplicate_in_flight_gets_409_then_replays,
+    slow_handler_is_taken_over_and_its_write_rolled_back,
+    owners_never_share_keys,
+    resource_scopes_never_share_keys,
+    deleted_resource_answers_410,
+    only_allowlisted_headers_are_stored,
+    expired_records_are_purged_and_unexpired_kept,
+);
+
+async fn first_attempt_executes_and_retry_replays<S: Store>(env: Env<S>, _: Strategy) {
+    let req = request(scope("alice", "k1"), json!({"name": "w"}), 1);
+    let first = attempt(&env, req.clone(), Plan::created("w1"))
+        .await
+        .unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+    assert_eq!(first.response.status, 201);
+    let retry = attempt(&env, req, Plan::created("w1-again")).await.unwrap();
+    assert_eq!(retry.disposition, Disposition::Replayed);
+    assert_eq!(
+        retry.response, first.response,
+        "a replay returns the stored result"
+    );
+    assert_eq!(env.ledger.count("w1").await, 1);
+    assert_eq!(
+        env.ledger.count("w1-again").await,
+        0,
+        "a replay never runs the handler"
+    );
+}
+
+async fn changed_request_is_rejected<S: Store>(env: Env<S>, _: Strategy) {
+    let s = scope("alice", "k2");
+    attempt(
+        &env,
+        request(s.clone(), json!({"name": "a"}), 1),
+        Plan::created("a"),
+    )
+    .await
+    .unwrap();
+    let changed = attempt(
+        &env,
+        request(s.clone(), json!({"name": "b"}), 1),
+        Plan::created("b"),
+    )
+    .await;
+    match changed {
+        Err(ExecuteError::Problem(p)) => assert_eq!(p.kind(), ProblemKind::KeyReused),
+        other => panic!("expected 422 key reused, got {other:?}"),
+    }
+    let new_version = attempt(
+        &env,
+        request(s, json!({"name": "a"}), 2),
+        Plan::created("c"),
+    )
+    .await;
+    match new_version {
+        Err(ExecuteError::Problem(p)) => {
+            assert_eq!(p.kind(), ProblemKind::FingerprintVersionChanged);
+            assert_eq!(p.kind().status(), 422);
+        }
+        other => panic!("expected 422 version changed, got {other:?}"),
+    }
+    assert_eq!(env.ledger.count("b").await + env.ledger.count("c").await, 0);
+}
+
+async fn non_2xx_is_not_stored_and_frees_the_key<S: Store>(env: Env<S>, _: Strategy) {
+    let req = request(scope("alice", "k3"), json!({}), 1);
+    let mut plan = Plan::created("refused");
+    plan.status = 503;
+    let first = attempt(&env, req.clone(), plan).await.unwrap();
+    assert_eq!(first.disposition, Disposition::NotStored);
+    assert_eq!(first.response.status, 503);
+    assert_eq!(
+        env.ledger.count("refused").await,
+        0,
+        "a non-2xx result rolls back"
+    );
+    let retry = attempt(&env, req, Plan::created("ok")).await.unwrap();
+    assert_eq!(
+        retry.disposition,
+        Disposition::Executed,
+        "the key was freed"
+    );
+    assert_eq!(env.ledger.count("ok").await, 1);
+}
+
+async fn handler_error_rolls_back_and_frees_the_key<S: Store>(env: Env<S>, _: Strategy) {
+    let req = request(scope("alice", "k4"), json!({}), 1);
+    let mut plan = Plan::created("boom");
+    plan.fail = true;
+    match attempt(&env, req.clone(), plan).await {
+        Err(ExecuteError::Handler(e)) => assert_eq!(e, "handler failed"),
+        other => panic!("expected the handler error, got {other:?}"),
+    }
+    assert_eq!(env.ledger.count("boom").await, 0);
+    let retry = attempt(&env, req, Plan::created("fine")).await.unwrap();
+    assert_eq!(retry.disposition, Disposition::Executed);
+}
+
+async fn duplicate_in_flight_gets_409_then_replays<S: Store + Clone>(env: Env<S>, _: Strategy) {
+    let mut env = env;
+    let mut cfg = env.exec.config().clone();
+    cfg.in_flight_wait = Duration::from_millis(150);
+    env.exec = idemgen_runtime::Executor::new(clone_store(&env), cfg);
+    let req = request(scope("alice", "k5"), json!({}), 1);
+    let gate = Arc::new(Notify::new());
+    let started = Arc::new(Notify::new());
+    let first = {
+        let (env, req, gate, started) = (env.clone(), req.clone(), gate.clone(), started.clone());
+        tokio::spawn(async move {
+            let business = env.business.clone();
+            env.exec
+                .execute(req, move |tx: &mut idemgen_runtime::TxHandle<S::Tx>| {
+                    Box::pin(async move {
+                        business.write(tx, "slow".into()).await?;
+                        started.notify_one();
+                        gate.notified().await;
+                        Ok::<_, String>(TestResponse {
+                            status: 201,
+                            body: "slow".into(),
+                            headers: vec![],
+                        })
+                    })
+                })
+                .await
+        })
+    };
+    started.notified().await;
+    let duplicate = attempt(&env, req.clone(), Plan::created("dup")).await;
+    assert_eq!(problem_status(&duplicate), Some(409), "{duplicate:?}");
+    gate.notify_one();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+    let later = attempt(&env, req, Plan::created("dup")).await.unwrap();
+    assert_eq!(later.disposition, Disposition::Replayed);
+    assert_eq!(later.response.body, "slow");
+    assert_eq!(
+        env.ledger.count("slow").await + env.ledger.count("dup").await,
+        1
+    );
+}
+
+/// The executor's store is behind an `Arc`; tests that change settings rebuild it on a clone.
+fn clone_store<S: Store + Clone>(env: &Env<S>) -> S {
+    env.exec.store().clone()
+}
+
+async fn slow_handler_is_taken_over_and_its_write_rolled_back<S: Store + Clone>(
+    env: Env<S>,
+    strategy: Strategy,
+) {
+    let mut env = env;
+    let mut cfg = env.exec.config().clone();
+    cfg.stale_claim = Duration::from_millis(200);
+    cfg.in_flight_wait = Duration::from_millis(50);
+    env.exec = idemgen_runtime::Executor::new(clone_store(&env), cfg);
+    let req = request(scope("alice", "k6"), json!({"n": 1}), 1);
+    let mut slow = Plan::created("slow");
+    slow.delay = Duration::from_millis(700);
+    let first = {
+        let (env, req) = (env.clone(), req.clone());
+        tokio::spawn(async move { attempt(&env, req, slow).await })
+    };
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let second = attempt(&env, req.clone(), Plan::created("fast")).await;
+    let first = first.await.unwrap();
+    match strategy {
+        Strategy::SeparateClaim => {
+            let second = second.unwrap();
+            assert_eq!(second.disposition, Disposition::TakenOver);
+            // The slow attempt's completion failed on the token: its write never committed,
+            // and it answers with the winner's stored result.
+            let first = first.unwrap();
+            assert_eq!(first.disposition, Disposition::Replayed);
+            assert_eq!(first.response.body, "made fast");
+            assert_eq!(env.ledger.count("slow").await, 0);
+            assert_eq!(env.ledger.count("fast").await, 1);
+        }
+        Strategy::InTransaction => {
+            // An uncommitted reservation cannot be taken over: the duplicate waits, then 409.
+            assert_eq!(problem_status(&second), Some(409), "{second:?}");
+            assert_eq!(first.unwrap().disposition, Disposition::Executed);
+            assert_eq!(env.ledger.count("slow").await, 1);
+            assert_eq!(env.ledger.count("fast").await, 0);
+        }
+    }
+}
+
+async fn owners_never_share_keys<S: Store>(env: Env<S>, _: Strategy) {
+    let input = json!({"name": "same"});
+    let a = attempt(
+        &env,
+        request(scope("alice", "shared"), input.clone(), 1),
+        Plan::created("alice-w"),
+    )
+    .await
+    .unwrap();
+    let b = attempt(
+        &env,
+        request(scope("bob", "shared"), input, 1),
+        Plan::created("bob-w"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        b.disposition,
+        Disposition::Executed,
+        "bob gets his own execution"
+    );
+    assert_ne!(
+        a.response.body, b.response.body,
+        "bob never sees alice's result"
+    );
+    assert_eq!(env.ledger.count("bob-w").await, 1);
+}
+
+async fn resource_scopes_never_share_keys<S: Store>(env: Env<S>, _: Strategy) {
+    let s1 = scope("alice", "pub").with_resource_scope("widget-1");
+    let s2 = scope("alice", "pub").with_resource_scope("widget-2");
+    attempt(&env, request(s1, json!({}), 1), Plan::created("p1"))
+        .await
+        .unwrap();
+    let second = attempt(&env, request(s2, json!({}), 1), Plan::created("p2"))
+        .await
+        .unwrap();
+    assert_eq!(second.disposition, Disposition::Executed);
+}
+
+async fn deleted_resource_answers_410<S: Store>(env: Env<S>, _: Strategy) {
+    let s = scope("alice", "k7");
+    let req = request(s.clone(), json!({}), 1);
+    let mut plan = Plan::created("made");
+    plan.resource_ref = Some("thing-7".into());
+    attempt(&env, req.clone(), plan).await.unwrap();
+    let store = env.exec.store();
+    let mut tx = store.begin().await.unwrap();
+    let n = store
+        .tombstone_resource(&mut tx, "alice", "createThing", "thing-7")
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    store.commit(tx).await.unwrap();
+    let retry = attempt(&env, req, Plan::created("again")).await;
+    match retry {
+        Err(ExecuteError::Problem(p)) => assert_eq!(p.kind(), ProblemKind::ResourceGone),
+        other => panic!("expected 410, got {other:?}"),
+    }
+    let record = store
+        .read(&s, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        record.fingerprint.is_none() && record.response.is_none(),
+        "a tombstone keeps nothing"
+    );
+    assert_eq!(env.ledger.count("again").await, 0);
+}
+
+async fn only_allowlisted_headers_are_stored<S: Store>(env: Env<S>, _: Strategy) {
+    let req = request(scope("alice", "k8"), json!({}), 1);
+    let mut plan = Plan::created("h");
+    plan.headers = vec![
+        ("location".into(), "/things/1".into()),
+        ("set-cookie".into(), "session=secret".into()),
+        ("x-debug".into(), "internal".into()),
+    ];
+    attempt(&env, req.clone(), plan).await.unwrap();
+    let replay = attempt(&env, req, Plan::created("h2")).await.unwrap();
+    assert_eq!(replay.disposition, Disposition::Replayed);
+    let names: Vec<_> = replay
+        .response
+        .headers
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["location"],
+        "Set-Cookie and undeclared headers are never stored"
+    );
+}
+
+async fn expired_records_are_purged_and_unexpired_kept<S: Store>(env: Env<S>, _: Strategy) {
+    let short = {
+        let mut r = request(scope("alice", "short"), json!({}), 1);
+        r.retention = Some(Duration::from_millis(1));
+        r
+    };
+    let forever = request(scope("alice", "forever"), json!({}), 1);
+    attempt(&env, short.clone(), Plan::created("s1"))
+        .await
+        .unwrap();
+    attempt(&env, forever.clone(), Plan::created("f1"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let deleted = idemgen_runtime::retention::purge_expired(env.exec.store())
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let again = attempt(&env, short, Plan::created("s2")).await.unwrap();
+    assert_eq!(
+        again.disposition,
+        Disposition::Executed,
+        "an expired key executes again"
+    );
+    let kept = attempt(&env, forever, Plan::created("f2")).await.unwrap();
+    assert_eq!(
+        kept.disposition,
+        Disposition::Replayed,
+        "records without TTL are kept"
+    );
+}
+
+/// PostgreSQL-specific: the store answers on the writer, so a fresh store on the same pool sees
+/// every record (nothing is cached in the process).
+#[tokio::test]
+async fn postgres_reads_go_to_the_database_not_the_process() {
+    let env = pg_env(config(Strategy::SeparateClaim)).await;
+    let req = request(scope("alice", "k9"), json!({}), 1);
+    attempt(&env, req.clone(), Plan::created("once"))
+        .await
+        .unwrap();
+    let Ledger::Pg(pool) = &env.ledger else {
+        unreachable!()
+    };
+    let other = Env {
+        exec: idemgen_runtime::Executor::new(
+            PgStore::new(pool.clone()),
+            config(Strategy::InTransaction),
+        ),
+        business: env.business.clone(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    let replay = attempt(&other, req, Plan::created("twice")).await.unwrap();
+    assert_eq!(replay.disposition, Disposition::Replayed);
+}

@@ -1,0 +1,19 @@
+//! idemgen-runtime integration tests: one binary, against real PostgreSQL (see idemgen-testdb).
+
+/// Shared fixtures: stores, executors, a business writer and a test response codec.
+mod support;
+
+/// The store contract, run on both stores under both strategies.
+mod contract;
+
+/// Real concurrency on PostgreSQL: one key, many simultaneous attempts.
+mod concurrency;
+
+/// Expiry cleanup in batches while claims proceed.
+mod retention;
+
+/// protocol.md's fingerprint vectors and status table, checked against the runtime.
+mod protocol;
+
+/// Store failures map to 503 problems with no driver text.
+mod unavailable;

@@ -1,0 +1,251 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+use idemgen_runtime::executor::HandlerFuture;
+use idemgen_runtime::store::{MemoryStore, MemoryTx, PgStore, PgTx};
+use idemgen_runtime::{
+    CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
+    IdempotencyKey, IdempotentRequest, Outcome, ResponseCodec, Scope, Store, StoredResponse,
+    Strategy, TxHandle,
+};
+use idemgen_testdb::TestDb;
+
+/// A response as a handler returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestResponse {
+    pub status: u16,
+    pub body: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl ResponseCodec for TestResponse {
+    fn encode_success(&self) -> Result<Option<EncodedResponse>, CodecError> {
+        let status = StatusCode::from_u16(self.status).map_err(|e| CodecError(e.to_string()))?;
+        if !status.is_success() {
+            return Ok(None);
+        }
+        let mut headers = HeaderMap::new();
+        for (n, v) in &self.headers {
+            headers.append(
+                http::HeaderName::from_bytes(n.as_bytes())
+                    .map_err(|e| CodecError(e.to_string()))?,
+                HeaderValue::from_str(v).map_err(|e| CodecError(e.to_string()))?,
+            );
+        }
+        Ok(Some(EncodedResponse {
+            status,
+            headers,
+            body: self.body.clone().into_bytes(),
+        }))
+    }
+
+    fn decode(stored: &StoredResponse) -> Result<Self, CodecError> {
+        Ok(TestResponse {
+            status: stored.status,
+            body: String::from_utf8(stored.body.clone()).map_err(|e| CodecError(e.to_string()))?,
+            headers: stored.headers.clone(),
+        })
+    }
+}
+
+/// The business write a handler performs inside its transaction, per store.
+pub trait Business<Tx>: Send + Sync + 'static {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<Tx>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String>;
+}
+
+struct PgBusiness;
+
+impl Business<PgTx> for PgBusiness {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<PgTx>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String> {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO business_writes (label) VALUES ($1)")
+                .bind(label)
+                .execute(tx.conn())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+#[derive(Default, Clone)]
+struct MemBusiness(Arc<Mutex<Vec<String>>>);
+
+impl Business<MemoryTx> for MemBusiness {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<MemoryTx>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String> {
+        let log = self.0.clone();
+        tx.tx().on_commit(move || log.lock().unwrap().push(label));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Which committed business writes exist.
+pub enum Ledger {
+    Pg(sqlx::PgPool),
+    Mem(Arc<Mutex<Vec<String>>>),
+}
+
+impl Ledger {
+    pub async fn count(&self, label: &str) -> usize {
+        match self {
+            Ledger::Pg(pool) => {
+                let n: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM business_writes WHERE label = $1")
+                        .bind(label)
+                        .fetch_one(pool)
+                        .await
+                        .expect("counting business writes");
+                n as usize
+            }
+            Ledger::Mem(log) => log.lock().unwrap().iter().filter(|l| *l == label).count(),
+        }
+    }
+}
+
+/// An executor with its business writer and ledger.
+pub struct Env<S: Store> {
+    pub exec: Executor<S>,
+    pub business: Arc<dyn Business<S::Tx>>,
+    pub ledger: Ledger,
+}
+
+impl<S: Store> Clone for Env<S> {
+    fn clone(&self) -> Self {
+        Env {
+            exec: self.exec.clone(),
+            business: self.business.clone(),
+            ledger: match &self.ledger {
+                Ledger::Pg(p) => Ledger::Pg(p.clone()),
+                Ledger::Mem(m) => Ledger::Mem(m.clone()),
+            },
+        }
+    }
+}
+
+/// A fresh database with the runtime's migrations and a business table.
+pub async fn fresh_pg(pool_size: u32) -> (TestDb, sqlx::PgPool) {
+    let db = TestDb::new().await.expect("test database");
+    let pool = db.pool(pool_size).await.expect("pool");
+    let mut conn = pool.acquire().await.expect("connection");
+    idemgen_runtime::migrate(&mut conn)
+        .await
+        .expect("migrations");
+    sqlx::query("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .execute(&mut *conn)
+        .await
+        .expect("business table");
+    (db, pool)
+}
+
+pub fn pg_business() -> Arc<dyn Business<PgTx>> {
+    Arc::new(PgBusiness)
+}
+
+pub async fn pg_env(config: ExecutorConfig) -> Env<PgStore> {
+    let (_db, pool) = fresh_pg(40).await;
+    Env {
+        exec: Executor::new(PgStore::new(pool.clone()), config),
+        business: Arc::new(PgBusiness),
+        ledger: Ledger::Pg(pool),
+    }
+}
+
+pub fn mem_env(config: ExecutorConfig) -> Env<MemoryStore> {
+    let business = MemBusiness::default();
+    Env {
+        exec: Executor::new(MemoryStore::new(), config),
+        ledger: Ledger::Mem(business.0.clone()),
+        business: Arc::new(business),
+    }
+}
+
+pub fn config(strategy: Strategy) -> ExecutorConfig {
+    ExecutorConfig {
+        strategy,
+        ..ExecutorConfig::default()
+    }
+}
+
+pub fn scope(owner: &str, key: &str) -> Scope {
+    Scope::new(owner, "createThing", IdempotencyKey::new(key).unwrap())
+}
+
+pub fn request(scope: Scope, input: serde_json::Value, version: i16) -> IdempotentRequest {
+    IdempotentRequest {
+        fingerprint: Fingerprint::hs1(&scope.operation, version, &input).unwrap(),
+        scope,
+        fingerprint_version: version,
+        declared_headers: &[],
+        retention: None,
+    }
+}
+
+/// What a test handler does.
+#[derive(Clone)]
+pub struct Plan {
+    pub label: String,
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub delay: Duration,
+    pub fail: bool,
+    pub resource_ref: Option<String>,
+}
+
+impl Plan {
+    pub fn created(label: &str) -> Plan {
+        Plan {
+            label: label.into(),
+            status: 201,
+            headers: vec![],
+            delay: Duration::ZERO,
+            fail: false,
+            resource_ref: None,
+        }
+    }
+}
+
+pub type Attempt = Result<Outcome<TestResponse>, ExecuteError<String>>;
+
+/// Runs one attempt whose handler writes `plan.label` and answers `plan.status`.
+pub async fn attempt<S: Store>(env: &Env<S>, req: IdempotentRequest, plan: Plan) -> Attempt {
+    let business = env.business.clone();
+    env.exec
+        .execute(req, move |tx: &mut TxHandle<S::Tx>| {
+            Box::pin(async move {
+                business.write(tx, plan.label.clone()).await?;
+                if let Some(r) = &plan.resource_ref {
+                    tx.set_resource_ref(r.clone());
+                }
+                tokio::time::sleep(plan.delay).await;
+                if plan.fail {
+                    return Err("handler failed".to_owned());
+                }
+                Ok(TestResponse {
+                    status: plan.status,
+                    body: format!("made {}", plan.label),
+                    headers: plan.headers,
+                })
+            })
+        })
+        .await
+}
+
+pub fn problem_status(result: &Attempt) -> Option<u16> {
+    match result {
+        Err(ExecuteError::Problem(p)) => Some(p.kind().status().as_u16()),
+        _ => None,
+    }
+}

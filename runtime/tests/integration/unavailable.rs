@@ -1,0 +1,45 @@
+//! A store that cannot be reached answers 503 with no driver text; nothing executes.
+
+use std::time::Duration;
+
+use idemgen_runtime::store::PgStore;
+use idemgen_runtime::{ExecuteError, Executor, ProblemKind, Strategy};
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn unreachable_store_is_503_without_driver_text() {
+    // A port nothing listens on: connection refused.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let pool = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy(&format!("postgres://nobody@127.0.0.1:{port}/none"))
+        .unwrap();
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        let env = Env {
+            exec: Executor::new(PgStore::new(pool.clone()), config(strategy)),
+            business: pg_business(),
+            ledger: Ledger::Mem(Default::default()),
+        };
+        let result = attempt(
+            &env,
+            request(scope("alice", "k"), json!({}), 1),
+            Plan::created("x"),
+        )
+        .await;
+        let Err(ExecuteError::Problem(p)) = result else {
+            panic!("expected a problem, got {result:?}");
+        };
+        assert_eq!(p.kind(), ProblemKind::StoreUnavailable);
+        let body = String::from_utf8(p.body_json()).unwrap();
+        assert!(
+            !body.to_lowercase().contains("connect"),
+            "driver text leaked: {body}"
+        );
+        assert!(p.internal().is_some(), "the cause is kept for the logs");
+    }
+}
