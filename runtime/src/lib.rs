@@ -15,6 +15,7 @@ pub mod migrate;
 pub mod problem;
 pub mod record;
 pub mod retention;
+pub mod server;
 pub mod store;
 
 pub use executor::{
@@ -26,4 +27,5 @@ pub use key::IdempotencyKey;
 pub use migrate::migrate;
 pub use problem::{Problem, ProblemKind};
 pub use record::{ClaimToken, RecordState, Scope, StoredResponse};
+pub use server::{Authenticator, HandlerError, Principal};
 pub use store::{MemoryStore, MemoryTx, PgStore, PgTx, Store, StoreError};
