@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
+pub mod proxy;
+
 /// Why a test database could not be provided.
 #[derive(Debug)]
 pub struct HarnessError(String);
@@ -192,6 +194,11 @@ impl Cluster {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// The data directory's parent (server log: `server.log`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn owner(&self) -> Result<Option<(u32, u32)>, HarnessError> {
         if self.run_as_postgres {
             Ok(Some(postgres_ids()?))
@@ -225,6 +232,15 @@ impl Cluster {
         cmd.spawn()
             .map_err(|e| err(format!("starting the cluster watchdog: {e}")))?;
         Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    /// A cluster started for one test stops with it (the process's shared cluster lives in a
+    /// static and is stopped by its watchdog instead).
+    fn drop(&mut self) {
+        let _ = self.stop("immediate");
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -343,6 +359,16 @@ impl TestDb {
             Server::Url(u) => u.clone(),
             Server::Cluster(c) => c.url("postgres"),
         };
+        Self::create(&admin_url).await
+    }
+
+    /// Creates a fresh, empty database on a cluster of the caller's own (for tests that stop or
+    /// restart their server and must not disturb tests sharing the process's cluster).
+    pub async fn on_cluster(cluster: &Cluster) -> Result<TestDb, HarnessError> {
+        Self::create(&cluster.url("postgres")).await
+    }
+
+    async fn create(admin_url: &str) -> Result<TestDb, HarnessError> {
         let admin: PgConnectOptions = admin_url
             .parse()
             .map_err(|e| err(format!("invalid DATABASE_URL: {e}")))?;

@@ -17,3 +17,6 @@ mod protocol;
 
 /// Store failures map to 503 problems with no driver text.
 mod unavailable;
+
+/// Lost commit acknowledgements (fault proxy), a server restart under load, an exhausted pool.
+mod faults;

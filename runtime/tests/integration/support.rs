@@ -249,3 +249,59 @@ pub fn problem_status(result: &Attempt) -> Option<u16> {
         _ => None,
     }
 }
+
+/// A handler that inserts one business row labelled `label` and answers 201 with a body naming
+/// the row's id, so a stored result can be matched to the write that produced it.
+pub fn pg_id_writer(
+    label: String,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<PgTx>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    move |tx: &mut TxHandle<PgTx>| {
+        Box::pin(async move {
+            let id: i64 =
+                sqlx::query_scalar("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
+                    .bind(&label)
+                    .fetch_one(tx.conn())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            Ok(TestResponse {
+                status: 201,
+                body: format!("write {id}"),
+                headers: vec![],
+            })
+        })
+    }
+}
+
+/// The ids of the committed business rows labelled `label`.
+pub async fn pg_write_ids(pool: &sqlx::PgPool, label: &str) -> Vec<i64> {
+    sqlx::query_scalar("SELECT id FROM business_writes WHERE label = $1 ORDER BY id")
+        .bind(label)
+        .fetch_all(pool)
+        .await
+        .expect("reading business writes")
+}
+
+/// The state and stored body of the record of `scope`, read directly.
+pub async fn pg_record(pool: &sqlx::PgPool, scope: &Scope) -> Option<(String, Option<Vec<u8>>)> {
+    sqlx::query_as(
+        "SELECT state, response_body FROM idempotency_records
+          WHERE owner = $1 AND operation = $2 AND resource_scope = $3 AND idempotency_key = $4",
+    )
+    .bind(&scope.owner)
+    .bind(&scope.operation)
+    .bind(&scope.resource_scope)
+    .bind(scope.key.as_str())
+    .fetch_optional(pool)
+    .await
+    .expect("reading a record")
+}
+
+/// Labels with more than one committed business write.
+pub async fn pg_duplicates(pool: &sqlx::PgPool) -> Vec<(String, i64)> {
+    sqlx::query_as("SELECT label, count(*) FROM business_writes GROUP BY label HAVING count(*) > 1")
+        .fetch_all(pool)
+        .await
+        .expect("counting duplicates")
+}
