@@ -1,7 +1,9 @@
 //! Faults between the runtime and PostgreSQL: lost commit acknowledgements (a TCP proxy that cuts
 //! the connection around `COMMIT`), a server restart under load, and an exhausted pool.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use idemgen_runtime::store::PgStore;
 use idemgen_runtime::{Disposition, ExecuteError, Executor, ExecutorConfig, ProblemKind, Strategy};
@@ -180,4 +182,327 @@ async fn lost_commit_acknowledgement_separate_claim() {
 async fn lost_commit_acknowledgement_in_transaction() {
     let counts = lost_commit_acknowledgements(Strategy::InTransaction).await;
     assert!(counts.retries_executed >= 20);
+}
+
+/// What one pool-exhaustion run measured.
+#[derive(Debug)]
+struct PoolRun {
+    /// From the first write's start to the last answer.
+    total: Duration,
+    /// When the last slow write answered, from the start.
+    last_write: Duration,
+    /// Each duplicate's time to its answer, from its own start.
+    duplicate_latencies: Vec<Duration>,
+    duplicate_409: usize,
+    duplicate_replayed: usize,
+    /// Most backends seen at once waiting on a lock (duplicates holding a connection).
+    max_lock_waiters: i64,
+}
+
+const SLOW_WRITES: usize = 32;
+const DUPLICATES: usize = 16;
+const SLOW: Duration = Duration::from_millis(300);
+const IN_FLIGHT_WAIT: Duration = Duration::from_millis(200);
+
+/// 32 concurrent slow writes (distinct keys) on a business pool of 4 connections, then one
+/// duplicate of each of 16 in-flight keys.
+async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
+    let (db, direct) = fresh_pg(2).await;
+    let pool = |n: u32| {
+        PgPoolOptions::new()
+            .max_connections(n)
+            .acquire_timeout(Duration::from_secs(20))
+            .connect_with(db.options.clone())
+    };
+    let mut store = PgStore::new(pool(4).await.unwrap());
+    if claim_pool {
+        store = store.with_claim_pool(pool(2).await.unwrap());
+    }
+    let exec = Executor::new(
+        store,
+        ExecutorConfig {
+            strategy,
+            in_flight_wait: IN_FLIGHT_WAIT,
+            ..ExecutorConfig::default()
+        },
+    );
+    let req = |i: usize| request(scope("alice", &format!("slow-{i}")), json!({"i": i}), 1);
+    let run = async {
+        let start = Instant::now();
+        let writes: Vec<_> = (0..SLOW_WRITES)
+            .map(|i| {
+                let (exec, req) = (exec.clone(), req(i));
+                tokio::spawn(async move {
+                    let r = exec
+                        .execute(req, pg_slow_id_writer(format!("slow-{i}"), SLOW))
+                        .await;
+                    (r, start.elapsed())
+                })
+            })
+            .collect();
+        // Wait until the writes hold their keys (separate claim: committed claims; in-transaction:
+        // reservations are invisible until commit, so give them a moment to begin).
+        match strategy {
+            Strategy::SeparateClaim => loop {
+                let claimed: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM idempotency_records WHERE state = 'claimed'",
+                )
+                .fetch_one(&direct)
+                .await
+                .unwrap();
+                if claimed as usize == SLOW_WRITES {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            },
+            Strategy::InTransaction => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+        let duplicates: Vec<_> = (0..DUPLICATES)
+            .map(|i| {
+                let (exec, req) = (exec.clone(), req(i));
+                tokio::spawn(async move {
+                    let own_start = Instant::now();
+                    let r = exec
+                        .execute(req, pg_slow_id_writer(format!("dup-{i}"), SLOW))
+                        .await;
+                    (r, own_start.elapsed())
+                })
+            })
+            .collect();
+        // Sample how many backends wait on a lock while the writes run.
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let (direct, stop) = (direct.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut max = 0i64;
+                while !stop.load(Ordering::Relaxed) {
+                    let n: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM pg_stat_activity
+                          WHERE wait_event_type = 'Lock' AND datname = current_database()",
+                    )
+                    .fetch_one(&direct)
+                    .await
+                    .unwrap();
+                    max = max.max(n);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                max
+            })
+        };
+        let mut bodies = Vec::new();
+        let mut last_write = Duration::ZERO;
+        for w in writes {
+            let (r, at) = w.await.unwrap();
+            let outcome = r.unwrap_or_else(|e| panic!("a slow write failed: {e:?}"));
+            assert_eq!(outcome.disposition, Disposition::Executed);
+            bodies.push(outcome.response.body);
+            last_write = last_write.max(at);
+        }
+        let mut run = PoolRun {
+            total: Duration::ZERO,
+            last_write,
+            duplicate_latencies: Vec::new(),
+            duplicate_409: 0,
+            duplicate_replayed: 0,
+            max_lock_waiters: 0,
+        };
+        for (i, d) in duplicates.into_iter().enumerate() {
+            let (r, latency) = d.await.unwrap();
+            run.duplicate_latencies.push(latency);
+            match r {
+                Ok(o) => {
+                    assert_eq!(o.disposition, Disposition::Replayed, "duplicate {i}");
+                    assert_eq!(o.response.body, bodies[i], "duplicate {i} replays its key");
+                    run.duplicate_replayed += 1;
+                }
+                Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => {
+                    run.duplicate_409 += 1;
+                }
+                Err(other) => panic!("duplicate {i}: {other:?}"),
+            }
+        }
+        run.total = start.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        run.max_lock_waiters = sampler.await.unwrap();
+        run
+    };
+    // Nothing deadlocks: the whole run is bounded.
+    let mut run = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("pool exhaustion run deadlocked");
+    assert!(
+        pg_duplicates(&direct).await.is_empty(),
+        "no duplicate writes"
+    );
+    let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    assert_eq!(writes as usize, SLOW_WRITES, "no duplicate ever wrote");
+    run.duplicate_latencies.sort();
+    eprintln!(
+        "pool exhaustion, {strategy:?}, claim pool {claim_pool}: total {:?}, last write {:?}, \
+         duplicates: {} x 409, {} replayed, latency min {:?} max {:?}; max lock waiters {}",
+        run.total,
+        run.last_write,
+        run.duplicate_409,
+        run.duplicate_replayed,
+        run.duplicate_latencies[0],
+        run.duplicate_latencies[DUPLICATES - 1],
+        run.max_lock_waiters,
+    );
+    run
+}
+
+/// The claim is short and runs on its own small pool: duplicates of in-flight keys get their 409
+/// after the in-flight wait, long before the slow writes drain the business pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_exhaustion_separate_claim_with_claim_pool() {
+    let run = pool_exhaustion(Strategy::SeparateClaim, true).await;
+    assert_eq!(run.duplicate_409, DUPLICATES, "every duplicate: 409");
+    let slowest = run.duplicate_latencies[DUPLICATES - 1];
+    assert!(
+        slowest < IN_FLIGHT_WAIT + Duration::from_millis(400),
+        "duplicates answered promptly: {slowest:?}"
+    );
+    assert!(
+        slowest * 3 < run.last_write,
+        "well before the writes finish"
+    );
+    assert_eq!(run.max_lock_waiters, 0, "nobody waits on a lock");
+}
+
+/// One shared pool of 4 (`PgStore::new`): the claim statement of a duplicate queues for a
+/// connection behind the business transactions (the pool is FIFO), so it is answered only once
+/// the backlog drains: then the original has committed and the duplicate replays. Nothing
+/// deadlocks. Prompt 409s under pool exhaustion need `PgStore::with_claim_pool`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_exhaustion_separate_claim_shared_pool() {
+    let run = pool_exhaustion(Strategy::SeparateClaim, false).await;
+    assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
+    assert!(
+        run.duplicate_latencies[0] >= SLOW,
+        "a duplicate's claim waits for a business connection to free up"
+    );
+    assert_eq!(run.max_lock_waiters, 0);
+}
+
+/// In-transaction strategy on a pool of 4: duplicates queue for a connection like everything
+/// else; by the time they get one the originals have committed, and they replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_exhaustion_in_transaction() {
+    let run = pool_exhaustion(Strategy::InTransaction, false).await;
+    assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
+}
+
+/// Where the strategies differ: in-transaction duplicates hold a connection while they wait on
+/// the unique index (up to the in-flight wait), so with 2 slow writes and 2 duplicates a pool of
+/// 4 is full and an unrelated request waits; separate-claim duplicates wait without a connection.
+async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize) {
+    let (db, direct) = fresh_pg(2).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(20))
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    let exec = Executor::new(
+        PgStore::new(pool),
+        ExecutorConfig {
+            strategy,
+            in_flight_wait: Duration::from_millis(600),
+            ..ExecutorConfig::default()
+        },
+    );
+    let req = |k: &str| request(scope("alice", k), json!({}), 1);
+    let slow: Vec<_> = (0..2)
+        .map(|i| {
+            let (exec, req) = (exec.clone(), req(&format!("held-{i}")));
+            tokio::spawn(async move {
+                exec.execute(
+                    req,
+                    pg_slow_id_writer(format!("held-{i}"), Duration::from_millis(1500)),
+                )
+                .await
+            })
+        })
+        .collect();
+    // Both slow writes hold their transaction (their rows are being written).
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND state = 'idle in transaction'",
+        )
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+        if n >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let dups: Vec<_> = (0..2)
+        .map(|i| {
+            let (exec, req) = (exec.clone(), req(&format!("held-{i}")));
+            tokio::spawn(async move { exec.execute(req, pg_id_writer(format!("dup-{i}"))).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let lock_waiters: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE wait_event_type = 'Lock' AND datname = current_database()",
+    )
+    .fetch_one(&direct)
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let unrelated = exec
+        .execute(req("unrelated"), pg_id_writer("unrelated".into()))
+        .await
+        .expect("the unrelated request succeeds");
+    let latency = start.elapsed();
+    assert_eq!(unrelated.disposition, Disposition::Executed);
+    let mut conflicts = 0;
+    for d in dups {
+        match d.await.unwrap() {
+            Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => conflicts += 1,
+            other => panic!("a duplicate of a held key: {other:?}"),
+        }
+    }
+    for s in slow {
+        assert_eq!(s.await.unwrap().unwrap().disposition, Disposition::Executed);
+    }
+    assert!(pg_duplicates(&direct).await.is_empty());
+    eprintln!(
+        "unrelated request, {strategy:?}: latency {latency:?}, lock waiters {lock_waiters}, \
+         duplicate 409s {conflicts}"
+    );
+    (latency, lock_waiters, conflicts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_transaction_duplicates_hold_connections() {
+    let (latency, lock_waiters, conflicts) =
+        unrelated_request_latency(Strategy::InTransaction).await;
+    assert_eq!(
+        lock_waiters, 2,
+        "both duplicates wait on the index, holding a connection"
+    );
+    assert_eq!(conflicts, 2);
+    assert!(
+        latency >= Duration::from_millis(300),
+        "the pool was full of waiting duplicates: {latency:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_claim_duplicates_hold_no_connection() {
+    let (latency, lock_waiters, conflicts) =
+        unrelated_request_latency(Strategy::SeparateClaim).await;
+    assert_eq!(lock_waiters, 0);
+    assert_eq!(conflicts, 2);
+    assert!(
+        latency < Duration::from_millis(300),
+        "the unrelated request found a free connection: {latency:?}"
+    );
 }

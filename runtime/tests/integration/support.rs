@@ -257,6 +257,16 @@ pub fn pg_id_writer(
 ) -> impl for<'a> FnOnce(&'a mut TxHandle<PgTx>) -> HandlerFuture<'a, TestResponse, String>
 + Send
 + 'static {
+    pg_slow_id_writer(label, Duration::ZERO)
+}
+
+/// [`pg_id_writer`] that then sleeps `delay` inside its transaction (a slow handler).
+pub fn pg_slow_id_writer(
+    label: String,
+    delay: Duration,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<PgTx>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
     move |tx: &mut TxHandle<PgTx>| {
         Box::pin(async move {
             let id: i64 =
@@ -265,6 +275,7 @@ pub fn pg_id_writer(
                     .fetch_one(tx.conn())
                     .await
                     .map_err(|e| e.to_string())?;
+            tokio::time::sleep(delay).await;
             Ok(TestResponse {
                 status: 201,
                 body: format!("write {id}"),
