@@ -1,0 +1,538 @@
+//! `cargo run --release -p idemgen-bench -- --json PATH`: what idempotency costs.
+//!
+//! Every scenario runs in one process against one PostgreSQL server with `fsync = on` (the test
+//! harness's throwaway cluster when `DATABASE_URL` is unset), so the ratios compare like with like:
+//!
+//! * `plain_create` — the business insert in a transaction, no idempotency (the floor);
+//! * `idempotent_create_claim` — the executor, separate-claim strategy (claim commits on its own);
+//! * `idempotent_create_claim_async` — the same, with the claim statement's commit not waiting
+//!   for its WAL flush (`synchronous_commit = off` on the claim pool; protocol.md argues why
+//!   that is safe);
+//! * `idempotent_create_in_tx` — the executor, in-transaction strategy (one commit);
+//! * `replay` — retries of completed keys;
+//! * `same_key_storm` — N concurrent attempts on one key: writes per key and time to settle.
+//!
+//! Per scenario and client count: throughput, p50/p99 latency, and per request: commits
+//! (`pg_stat_database`), statements (`pg_stat_statements`, when the server ships it) and WAL
+//! flushes (`pg_stat_wal.wal_sync`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use http::{HeaderMap, StatusCode};
+use idemgen_runtime::executor::HandlerFuture;
+use idemgen_runtime::store::{PgStore, PgTx};
+use idemgen_runtime::{
+    CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
+    IdempotencyKey, IdempotentRequest, ResponseCodec, Scope, StoredResponse, Strategy, TxHandle,
+};
+use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
+use serde::Serialize;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Executor as _, PgPool};
+
+#[derive(Parser, Debug)]
+#[command(about = "Measure idempotency's cost against a plain insert, side by side.")]
+struct Args {
+    /// Write the results as JSON to this path.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Seconds per scenario and client count.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Client counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ScenarioResult {
+    name: String,
+    clients: usize,
+    requests: u64,
+    throughput_rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    commits_per_request: f64,
+    statements_per_request: Option<f64>,
+    wal_flushes_per_request: f64,
+    ratio_to_plain: Option<f64>,
+    /// `same_key_storm` only: committed business writes per key (must be 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    writes_per_key: Option<f64>,
+    /// `same_key_storm` only: median time from the first attempt to the last answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settle_ms: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    server: String,
+    seconds_per_run: f64,
+    scenarios: Vec<ScenarioResult>,
+}
+
+/// The created resource as the bench's "API" answers it.
+struct Created(uuid::Uuid);
+
+impl ResponseCodec for Created {
+    fn encode_success(&self) -> Result<Option<EncodedResponse>, CodecError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::LOCATION,
+            format!("/things/{}", self.0)
+                .parse()
+                .map_err(|_| CodecError("location".into()))?,
+        );
+        Ok(Some(EncodedResponse {
+            status: StatusCode::CREATED,
+            headers,
+            body: format!("{{\"id\":\"{}\"}}", self.0).into_bytes(),
+        }))
+    }
+
+    fn decode(stored: &StoredResponse) -> Result<Self, CodecError> {
+        let v: serde_json::Value =
+            serde_json::from_slice(&stored.body).map_err(|e| CodecError(e.to_string()))?;
+        let id = v["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| CodecError("id".into()))?;
+        Ok(Created(id))
+    }
+}
+
+async fn insert_thing(
+    conn: &mut sqlx::PgConnection,
+    owner: &str,
+) -> Result<uuid::Uuid, sqlx::Error> {
+    let id = uuid::Uuid::new_v4();
+    sqlx::query("INSERT INTO things (id, owner, name) VALUES ($1, $2, 'bench')")
+        .bind(id)
+        .bind(owner)
+        .execute(conn)
+        .await?;
+    Ok(id)
+}
+
+fn request(owner: &str, key: &str) -> IdempotentRequest {
+    let input = serde_json::json!({"body": {"name": "bench"}});
+    IdempotentRequest {
+        scope: Scope::new(owner, "createThing", IdempotencyKey::new(key).expect("key")),
+        fingerprint: Fingerprint::hs1("createThing", 1, &input).expect("fingerprint"),
+        fingerprint_version: 1,
+        declared_headers: &[],
+        retention: None,
+    }
+}
+
+async fn idempotent_create(
+    exec: &Executor<PgStore>,
+    owner: &str,
+    key: &str,
+) -> anyhow::Result<bool> {
+    let owner_in = owner.to_owned();
+    let result = exec
+        .execute(
+            request(owner, key),
+            move |tx: &mut TxHandle<PgTx>| -> HandlerFuture<'_, Created, sqlx::Error> {
+                Box::pin(async move {
+                    let id = insert_thing(tx.conn(), &owner_in).await?;
+                    tx.set_resource_ref(id.to_string());
+                    Ok(Created(id))
+                })
+            },
+        )
+        .await;
+    match result {
+        Ok(o) => Ok(o.replayed()),
+        Err(ExecuteError::Problem(p)) => anyhow::bail!("problem: {p}"),
+        Err(ExecuteError::Handler(e)) => anyhow::bail!("handler: {e}"),
+    }
+}
+
+/// Database-wide counters read before and after a run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    commits: i64,
+    statements: Option<i64>,
+    wal_syncs: i64,
+}
+
+async fn counters(admin: &PgPool) -> anyhow::Result<Counters> {
+    let mut conn = admin.acquire().await?;
+    conn.execute("SELECT pg_stat_clear_snapshot()").await?;
+    let commits: i64 = sqlx::query_scalar(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let statements: Option<i64> = sqlx::query_scalar(
+        "SELECT sum(calls)::bigint FROM pg_stat_statements
+          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .ok()
+    .flatten();
+    let wal_syncs: i64 = sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(Counters {
+        commits,
+        statements,
+        wal_syncs,
+    })
+}
+
+type Op = Arc<dyn Fn(usize, u64) -> futures_box::BoxFut + Send + Sync>;
+
+mod futures_box {
+    /// A boxed request future.
+    pub type BoxFut =
+        std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>>;
+}
+
+/// Runs `op` from `clients` tasks for `duration`; returns (requests, sorted latencies).
+async fn drive(clients: usize, duration: Duration, op: Op) -> anyhow::Result<(u64, Vec<Duration>)> {
+    let stop_at = Instant::now() + duration;
+    let seq = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let (op, seq) = (op.clone(), seq.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < stop_at {
+                let n = seq.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                op(c, n).await?;
+                lat.push(t.elapsed());
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    all.sort();
+    Ok((all.len() as u64, all))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx].as_secs_f64() * 1000.0
+}
+
+struct Bench {
+    options: PgConnectOptions,
+    admin: PgPool,
+    seconds: f64,
+}
+
+impl Bench {
+    async fn pool(&self, size: usize, synchronous_commit_off: bool) -> anyhow::Result<PgPool> {
+        let mut opts = PgPoolOptions::new()
+            .max_connections(size as u32)
+            .min_connections(size as u32)
+            .acquire_timeout(Duration::from_secs(60));
+        if synchronous_commit_off {
+            opts = opts.after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute("SET synchronous_commit = off").await?;
+                    Ok(())
+                })
+            });
+        }
+        Ok(opts.connect_with(self.options.clone()).await?)
+    }
+
+    /// Runs one measured scenario; the pools are closed before the counters are read, so every
+    /// backend has flushed its statistics.
+    async fn measure(
+        &self,
+        name: &str,
+        clients: usize,
+        pools: &[PgPool],
+        op: Op,
+    ) -> anyhow::Result<ScenarioResult> {
+        let before = counters(&self.admin).await?;
+        let (requests, lat) = drive(clients, Duration::from_secs_f64(self.seconds), op).await?;
+        for p in pools {
+            p.close().await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = counters(&self.admin).await?;
+        let per = |d: i64| d as f64 / requests.max(1) as f64;
+        Ok(ScenarioResult {
+            name: name.into(),
+            clients,
+            requests,
+            throughput_rps: requests as f64 / self.seconds,
+            p50_ms: percentile(&lat, 0.50),
+            p99_ms: percentile(&lat, 0.99),
+            // The two counter reads themselves commit once each.
+            commits_per_request: per(after.commits - before.commits - 2),
+            statements_per_request: match (before.statements, after.statements) {
+                (Some(b), Some(a)) => Some(per(a - b - 8)),
+                _ => None,
+            },
+            wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
+            ratio_to_plain: None,
+            writes_per_key: None,
+            settle_ms: None,
+        })
+    }
+
+    async fn plain(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.pool(clients, false).await?;
+        let p = pool.clone();
+        let op: Op = Arc::new(move |c, _| {
+            let p = p.clone();
+            Box::pin(async move {
+                let mut tx = p.begin().await?;
+                insert_thing(&mut tx, &format!("owner-{c}")).await?;
+                tx.commit().await?;
+                Ok(())
+            })
+        });
+        self.measure("plain_create", clients, &[pool], op).await
+    }
+
+    async fn idempotent(
+        &self,
+        name: &str,
+        clients: usize,
+        strategy: Strategy,
+        async_claim: bool,
+    ) -> anyhow::Result<ScenarioResult> {
+        let pool = self.pool(clients, false).await?;
+        let mut store = PgStore::new(pool.clone());
+        let mut pools = vec![pool];
+        if async_claim {
+            let claim_pool = self.pool(clients, true).await?;
+            store = store.with_claim_pool(claim_pool.clone());
+            pools.push(claim_pool);
+        }
+        let exec = Executor::new(
+            store,
+            ExecutorConfig {
+                strategy,
+                ..ExecutorConfig::default()
+            },
+        );
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let op: Op = Arc::new(move |c, n| {
+            let (exec, key) = (exec.clone(), format!("{run}-{n}"));
+            Box::pin(async move {
+                let replayed = idempotent_create(&exec, &format!("owner-{c}"), &key).await?;
+                anyhow::ensure!(!replayed, "a fresh key replayed");
+                Ok(())
+            })
+        });
+        self.measure(name, clients, &pools, op).await
+    }
+
+    async fn replay(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.pool(clients, false).await?;
+        let exec = Executor::new(PgStore::new(pool.clone()), ExecutorConfig::default());
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        const KEYS: u64 = 500;
+        for k in 0..KEYS {
+            idempotent_create(&exec, "replayer", &format!("{run}-{k}")).await?;
+        }
+        let op: Op = Arc::new(move |_, n| {
+            let (exec, key) = (exec.clone(), format!("{run}-{}", n % KEYS));
+            Box::pin(async move {
+                let replayed = idempotent_create(&exec, "replayer", &key).await?;
+                anyhow::ensure!(replayed, "a completed key executed again");
+                Ok(())
+            })
+        });
+        self.measure("replay", clients, &[pool], op).await
+    }
+
+    /// Rounds of `clients` simultaneous attempts on one fresh key each.
+    async fn storm(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.pool(clients.min(32), false).await?;
+        let exec = Executor::new(PgStore::new(pool.clone()), ExecutorConfig::default());
+        let before = counters(&self.admin).await?;
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let owner = format!("storm-{run}");
+        let deadline = Instant::now() + Duration::from_secs_f64(self.seconds);
+        let (mut rounds, mut attempts) = (0u64, 0u64);
+        let mut settle = Vec::new();
+        let mut lat = Vec::new();
+        while Instant::now() < deadline || rounds == 0 {
+            let key = format!("{run}-{rounds}");
+            let barrier = Arc::new(tokio::sync::Barrier::new(clients));
+            let started = Instant::now();
+            let mut tasks = Vec::new();
+            for _ in 0..clients {
+                let (exec, key, owner, barrier) =
+                    (exec.clone(), key.clone(), owner.clone(), barrier.clone());
+                tasks.push(tokio::spawn(async move {
+                    barrier.wait().await;
+                    let t = Instant::now();
+                    // 409 after the in-flight wait is a legitimate answer in a storm.
+                    let _ = idempotent_create(&exec, &owner, &key).await;
+                    t.elapsed()
+                }));
+            }
+            for t in tasks {
+                lat.push(t.await?);
+            }
+            settle.push(started.elapsed());
+            rounds += 1;
+            attempts += clients as u64;
+        }
+        pool.close().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = counters(&self.admin).await?;
+        let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM things WHERE owner = $1")
+            .bind(&owner)
+            .fetch_one(&self.admin)
+            .await?;
+        lat.sort();
+        settle.sort();
+        let per = |d: i64| d as f64 / attempts.max(1) as f64;
+        Ok(ScenarioResult {
+            name: "same_key_storm".into(),
+            clients,
+            requests: attempts,
+            throughput_rps: attempts as f64 / self.seconds,
+            p50_ms: percentile(&lat, 0.5),
+            p99_ms: percentile(&lat, 0.99),
+            commits_per_request: per(after.commits - before.commits - 2),
+            statements_per_request: None,
+            wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
+            ratio_to_plain: None,
+            writes_per_key: Some(writes as f64 / rounds as f64),
+            settle_ms: Some(percentile(&settle, 0.5)),
+        })
+    }
+}
+
+fn markdown(report: &Report) -> String {
+    let mut out = String::from(
+        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | × plain | writes/key |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for s in &report.scenarios {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} |\n",
+            s.name,
+            s.clients,
+            s.throughput_rps,
+            s.p50_ms,
+            s.p99_ms,
+            s.commits_per_request,
+            s.statements_per_request
+                .map_or("–".into(), |v| format!("{v:.2}")),
+            s.wal_flushes_per_request,
+            s.ratio_to_plain.map_or("–".into(), |v| format!("{v:.2}")),
+            s.writes_per_key.map_or("–".into(), |v| format!("{v:.2}")),
+        ));
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    // fsync stays ON: commits cost what they cost in production.
+    let (cluster, db) = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => (None, TestDb::new().await.map_err(anyhow::Error::msg)?),
+        _ => {
+            let cluster = Cluster::start(&ClusterOptions {
+                fsync: true,
+                max_connections: 300,
+            })
+            .map_err(anyhow::Error::msg)?;
+            let db = TestDb::on_cluster(&cluster)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            (Some(cluster), db)
+        }
+    };
+    let server = if cluster.is_some() {
+        "throwaway cluster, fsync=on"
+    } else {
+        "DATABASE_URL"
+    };
+    let admin = db.pool(4).await.map_err(anyhow::Error::msg)?;
+    {
+        let mut conn = admin.acquire().await?;
+        idemgen_runtime::migrate(&mut conn).await?;
+        conn.execute(
+            "CREATE TABLE things (id uuid PRIMARY KEY, owner text NOT NULL, name text NOT NULL,
+                                  created_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+        let _ = conn
+            .execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .await;
+    }
+    let bench = Bench {
+        options: db.options.clone(),
+        admin,
+        seconds: args.seconds,
+    };
+    let mut scenarios = Vec::new();
+    for &clients in &args.clients {
+        eprintln!("bench: {clients} client(s)");
+        let plain = bench.plain(clients).await.context("plain_create")?;
+        let plain_rps = plain.throughput_rps;
+        let mut group = vec![
+            plain,
+            bench
+                .idempotent(
+                    "idempotent_create_claim",
+                    clients,
+                    Strategy::SeparateClaim,
+                    false,
+                )
+                .await?,
+            bench
+                .idempotent(
+                    "idempotent_create_claim_async",
+                    clients,
+                    Strategy::SeparateClaim,
+                    true,
+                )
+                .await?,
+            bench
+                .idempotent(
+                    "idempotent_create_in_tx",
+                    clients,
+                    Strategy::InTransaction,
+                    false,
+                )
+                .await?,
+            bench.replay(clients).await?,
+            bench.storm(clients).await?,
+        ];
+        for s in &mut group {
+            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
+        }
+        scenarios.extend(group);
+    }
+    let report = Report {
+        server: server.into(),
+        seconds_per_run: args.seconds,
+        scenarios,
+    };
+    println!("{}", markdown(&report));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    drop(cluster);
+    Ok(())
+}
