@@ -106,12 +106,24 @@ const SELECT_RECORD: &str = "SELECT state, fingerprint, fingerprint_version, cla
    FROM idempotency_records
   WHERE owner = $1 AND operation = $2 AND resource_scope = $3 AND idempotency_key = $4";
 
-const INSERT_CLAIM: &str = "INSERT INTO idempotency_records
-        (owner, operation, resource_scope, idempotency_key, state, fingerprint,
-         fingerprint_version, claim_token, claimed_at)
-     VALUES ($1, $2, $3, $4, 'claimed', $5, $6, $7, clock_timestamp())
-     ON CONFLICT DO NOTHING
-     RETURNING 1";
+/// One round trip for both outcomes: insert the claim, or report the record that holds the key.
+/// The record columns are NULL when this statement inserted (its own insert is invisible to it),
+/// and also when the holder committed after this statement's snapshot: then the caller asks again.
+const CLAIM: &str = "WITH ins AS (
+        INSERT INTO idempotency_records
+            (owner, operation, resource_scope, idempotency_key, state, fingerprint,
+             fingerprint_version, claim_token, claimed_at)
+        VALUES ($1, $2, $3, $4, 'claimed', $5, $6, $7, clock_timestamp())
+        ON CONFLICT DO NOTHING
+        RETURNING 1)
+     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, r.state, r.fingerprint,
+            r.fingerprint_version, r.claim_token,
+            (r.state = 'claimed' AND r.claimed_at < clock_timestamp() - make_interval(secs => $8))
+                AS stale,
+            r.response_status, r.response_headers, r.response_body
+       FROM (SELECT 1) AS one
+       LEFT JOIN idempotency_records r
+         ON r.owner = $1 AND r.operation = $2 AND r.resource_scope = $3 AND r.idempotency_key = $4";
 
 const TAKE_OVER: &str = "UPDATE idempotency_records
         SET claim_token = $7, claimed_at = clock_timestamp()
@@ -182,7 +194,7 @@ async fn claim_on(
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
     loop {
-        let inserted = sqlx::query(INSERT_CLAIM)
+        let row = sqlx::query(CLAIM)
             .bind(&scope.owner)
             .bind(&scope.operation)
             .bind(&scope.resource_scope)
@@ -190,16 +202,24 @@ async fn claim_on(
             .bind(request.fingerprint.as_str())
             .bind(request.fingerprint_version)
             .bind(request.token.0)
-            .fetch_optional(&mut *conn)
+            .bind(secs(request.stale_after))
+            .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
-        if inserted.is_some() {
+        let inserted: bool = row
+            .try_get("inserted")
+            .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
+        if inserted {
             return Ok(ClaimOutcome::Claimed { taken_over: false });
         }
-        let Some(existing) = read_on(conn, scope, request.stale_after).await? else {
-            // The holder released its claim between our two statements: try again.
+        let state: Option<String> = row
+            .try_get("state")
+            .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
+        if state.is_none() {
+            // The holder released its claim, or committed after our snapshot: ask again.
             continue;
-        };
+        }
+        let existing = record_from_row(&row)?;
         let same_request = existing.fingerprint.as_ref() == Some(request.fingerprint)
             && existing.fingerprint_version == Some(request.fingerprint_version);
         if existing.state == RecordState::Claimed && existing.stale && same_request {
