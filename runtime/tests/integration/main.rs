@@ -20,3 +20,6 @@ mod unavailable;
 
 /// Lost commit acknowledgements (fault proxy), a server restart under load, an exhausted pool.
 mod faults;
+
+/// Hostile input: key parser, canonical JSON, deep nesting, header allowlist, problem bodies.
+mod hostile;
