@@ -453,6 +453,7 @@ async fn main() -> anyhow::Result<()> {
             let cluster = Cluster::start(&ClusterOptions {
                 fsync: true,
                 max_connections: 300,
+                ..ClusterOptions::default()
             })
             .map_err(anyhow::Error::msg)?;
             let db = TestDb::on_cluster(&cluster)

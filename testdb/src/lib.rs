@@ -47,6 +47,8 @@ pub struct ClusterOptions {
     pub fsync: bool,
     /// `max_connections` of the server.
     pub max_connections: u32,
+    /// Further `postgresql.conf` settings, as (name, value) pairs written verbatim.
+    pub settings: Vec<(String, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -54,6 +56,7 @@ impl Default for ClusterOptions {
         Self {
             fsync: false,
             max_connections: 300,
+            settings: Vec::new(),
         }
     }
 }
@@ -121,6 +124,10 @@ impl Cluster {
                 ""
             }
         );
+        let mut conf = conf;
+        for (name, value) in &options.settings {
+            conf.push_str(&format!("{name} = {value}\n"));
+        }
         let auto = data.join("postgresql.auto.conf");
         let mut existing = std::fs::read_to_string(&auto).unwrap_or_default();
         existing.push_str(&conf);

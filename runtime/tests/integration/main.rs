@@ -23,3 +23,9 @@ mod faults;
 
 /// Hostile input: key parser, canonical JSON, deep nesting, header allowlist, problem bodies.
 mod hostile;
+
+/// Asynchronously committed claims across a server crash.
+mod durability;
+
+/// Random schedules of attempts, takeovers, failures, panics, zombies and orphaned claims.
+mod interleavings;

@@ -1,0 +1,171 @@
+//! Claims committed without waiting for their WAL flush (`synchronous_commit = off` on the claim
+//! pool) across a server crash: a lost claim only frees a key whose write cannot have committed,
+//! and a committed write always brings its claim with it (WAL is sequential).
+
+use std::sync::Arc;
+
+use idemgen_runtime::store::{ClaimOutcome, ClaimRequest, PgStore};
+use idemgen_runtime::{ClaimToken, Disposition, Executor, Store, Strategy};
+use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
+use serde_json::json;
+use sqlx::Executor as _;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support::*;
+
+/// A crash-testable cluster: fsync on, and a WAL writer so lazy that an asynchronous commit
+/// stays in shared memory until something else flushes it.
+fn lazy_wal_cluster() -> Cluster {
+    Cluster::start(&ClusterOptions {
+        fsync: true,
+        max_connections: 50,
+        settings: vec![("wal_writer_delay".into(), "'10s'".into())],
+    })
+    .expect("dedicated cluster")
+}
+
+async fn setup(db: &TestDb) {
+    let mut conn = db.connect().await.unwrap();
+    idemgen_runtime::migrate(&mut conn).await.unwrap();
+    conn.execute("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .await
+        .unwrap();
+}
+
+async fn store(db: &TestDb) -> (PgStore, sqlx::PgPool) {
+    let pool = db.pool(4).await.unwrap();
+    let claim_pool = PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("SET synchronous_commit = off").await?;
+                Ok(())
+            })
+        })
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    (PgStore::new(pool.clone()).with_claim_pool(claim_pool), pool)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
+    let cluster = lazy_wal_cluster();
+    let db = TestDb::on_cluster(&cluster).await.unwrap();
+    setup(&db).await;
+    let mut losses = 0;
+    for round in 0..5 {
+        let (store, pool) = store(&db).await;
+        let s = scope("alice", &format!("crash-{round}"));
+        let req = request(s.clone(), json!({"n": round}), 1);
+        let claim = ClaimRequest {
+            scope: &s,
+            fingerprint: &req.fingerprint,
+            fingerprint_version: 1,
+            token: ClaimToken::generate(),
+            stale_after: std::time::Duration::from_secs(300),
+        };
+        let outcome = store.claim(&claim).await.unwrap();
+        assert!(matches!(
+            outcome,
+            ClaimOutcome::Claimed { taken_over: false }
+        ));
+        // The server dies before the business transaction could commit.
+        pool.close().await;
+        cluster.restart_immediate().unwrap();
+        let (store, pool) = store_after_restart(&db).await;
+        let survived = store
+            .read(&s, std::time::Duration::from_secs(300))
+            .await
+            .unwrap()
+            .is_some();
+        if !survived {
+            losses += 1;
+        }
+        // Whether or not the claim survived, no write exists without its record ...
+        let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(writes, round, "no write committed for the crashed attempt");
+        if survived {
+            // A surviving claim blocks the key until it is stale; release it as takeover would.
+            sqlx::query("DELETE FROM idempotency_records WHERE idempotency_key = $1")
+                .bind(s.key.as_str())
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        // ... and the retry executes exactly once.
+        let env = Env {
+            exec: Executor::new(store, config(Strategy::SeparateClaim)),
+            business: pg_business(),
+            ledger: Ledger::Pg(pool.clone()),
+        };
+        let retry = attempt(&env, req.clone(), Plan::created(&format!("w{round}")))
+            .await
+            .unwrap();
+        assert_eq!(retry.disposition, Disposition::Executed);
+        let again = attempt(&env, req, Plan::created("never")).await.unwrap();
+        assert_eq!(again.disposition, Disposition::Replayed);
+        assert_eq!(env.ledger.count(&format!("w{round}")).await, 1);
+        assert_eq!(env.ledger.count("never").await, 0);
+        pool.close().await;
+    }
+    assert!(
+        losses > 0,
+        "the crash never lost an asynchronous claim: the test did not bite"
+    );
+    eprintln!("durability: {losses}/5 asynchronous claims lost in the crash, 0 duplicates");
+}
+
+async fn store_after_restart(db: &TestDb) -> (PgStore, sqlx::PgPool) {
+    // Connections need the server back up; TestDb::connect retries until it is.
+    drop(db.connect().await.unwrap());
+    store(db).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_write_brings_its_async_claim_through_a_crash() {
+    let cluster = lazy_wal_cluster();
+    let db = TestDb::on_cluster(&cluster).await.unwrap();
+    setup(&db).await;
+    let (store, pool) = store(&db).await;
+    let env = Env {
+        exec: Executor::new(store, config(Strategy::SeparateClaim)),
+        business: pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    let req = request(scope("alice", "flushed"), json!({}), 1);
+    let first = attempt(&env, req.clone(), Plan::created("kept"))
+        .await
+        .unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+    pool.close().await;
+    cluster.restart_immediate().unwrap();
+    let (store, pool) = store_after_restart(&db).await;
+    let env = Env {
+        exec: Executor::new(store, config(Strategy::SeparateClaim)),
+        business: Arc::new(NoWrites),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    // The synchronous business commit flushed all WAL before it, the async claim included:
+    // the record is completed and the retry replays.
+    let retry = attempt(&env, req, Plan::created("again")).await.unwrap();
+    assert_eq!(retry.disposition, Disposition::Replayed);
+    assert_eq!(retry.response, first.response);
+    assert_eq!(env.ledger.count("kept").await, 1);
+}
+
+/// A business writer that must never be called.
+struct NoWrites;
+
+impl Business<idemgen_runtime::PgTx> for NoWrites {
+    fn write<'a>(
+        &'a self,
+        _tx: &'a mut idemgen_runtime::TxHandle<idemgen_runtime::PgTx>,
+        _label: String,
+    ) -> idemgen_runtime::HandlerFuture<'a, (), String> {
+        Box::pin(async { Err("a replay ran the handler".to_owned()) })
+    }
+}
