@@ -5,10 +5,15 @@
 //! renders as human, JSON, SARIF or GitHub output. The report keeps the [`LoadedSpec`], so a
 //! later stage (code generation) can walk the same document without loading it again.
 
+pub mod build;
 pub mod config;
+pub mod emit;
+pub mod ir;
 pub mod loader;
+pub mod lock;
 pub mod report;
 pub mod rules;
+pub mod scaffold;
 pub mod spec;
 
 use std::path::Path;
@@ -53,15 +58,33 @@ impl CheckReport {
     }
 }
 
-/// Loads the spec at `spec_path` and runs every rule on it.
+/// Loads the spec at `spec_path` and runs every rule on it, including the comparison with
+/// `idemgen.lock` when one lies beside the spec.
 pub fn check(spec_path: &Path, config: &Config) -> Result<CheckReport, LoadError> {
-    Ok(check_loaded(loader::load(spec_path)?, config))
+    let mut report = check_loaded(loader::load(spec_path)?, config);
+    let lock_findings = lock::check_beside(spec_path, &report.spec, config);
+    if !lock_findings.is_empty() {
+        report.findings.extend(lock_findings);
+        sort_findings(&report.spec, &mut report.findings);
+    }
+    Ok(report)
 }
 
 /// Runs every rule on a spec that is already loaded.
 pub fn check_loaded(spec: LoadedSpec, config: &Config) -> CheckReport {
     let outcome = rules::run(&spec, config);
     let mut findings = outcome.findings;
+    sort_findings(&spec, &mut findings);
+    CheckReport {
+        spec,
+        findings,
+        operations: outcome.operations,
+        idempotent_operations: outcome.idempotent_operations,
+        config: config.clone(),
+    }
+}
+
+fn sort_findings(spec: &LoadedSpec, findings: &mut [Finding]) {
     findings.sort_by_cached_key(|f| {
         (
             spec.sources().file(f.file).display_path(),
@@ -70,11 +93,14 @@ pub fn check_loaded(spec: LoadedSpec, config: &Config) -> CheckReport {
             f.message.clone(),
         )
     });
-    CheckReport {
-        spec,
-        findings,
-        operations: outcome.operations,
-        idempotent_operations: outcome.idempotent_operations,
-        config: config.clone(),
-    }
+}
+
+/// The `hs1` fingerprint of a semantic input given as JSON text, computed by the runtime's own
+/// [`idemgen_runtime::Fingerprint::hs1`] (one home for the rule).
+pub fn fingerprint(operation: &str, version: i16, input_json: &str) -> Result<String, String> {
+    let input: serde_json::Value =
+        serde_json::from_str(input_json).map_err(|e| format!("the input is not JSON: {e}"))?;
+    idemgen_runtime::Fingerprint::hs1(operation, version, &input)
+        .map(|f| f.as_str().to_string())
+        .map_err(|e| e.to_string())
 }

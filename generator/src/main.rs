@@ -1,7 +1,7 @@
 //! The `idemgen` command line: parses flags, calls the library, prints, sets the exit code.
 //!
-//! Exit codes: 0 when the check passes, 1 when a rule fails, 2 for usage, I/O, config or parse
-//! errors.
+//! Exit codes: 0 on success; 1 when a rule fails (`check`, `build`) or generated files are out of
+//! date (`build --check`); 2 for usage, I/O, config or parse errors.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use idemgen::report::{self, Format};
-use idemgen::{Config, check};
+use idemgen::{Config, build, check};
 
-/// Checks OpenAPI specs for idempotent operations.
+/// Checks OpenAPI specs for idempotent operations and generates axum servers for them.
 #[derive(Debug, Parser)]
 #[command(name = "idemgen", version, about)]
 struct Cli {
@@ -23,6 +23,59 @@ struct Cli {
 enum Command {
     /// Checks every operation marked `x-idempotent: true` against the idempotency contract.
     Check(CheckArgs),
+    /// Generates the server module (types, handler trait, router) and `idemgen.lock`.
+    Build(BuildArgs),
+    /// Writes a skeleton implementation of the handler trait for you to fill in.
+    Scaffold(ScaffoldArgs),
+    /// Prints the `hs1` fingerprint of a semantic input, exactly as the runtime computes it.
+    Fingerprint(FingerprintArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct BuildArgs {
+    /// The OpenAPI 3.0/3.1 document (YAML or JSON).
+    spec: PathBuf,
+    /// The directory to write `mod.rs` into.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The config file [default: idemgen.toml beside the spec, if present].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Write nothing; exit 1 when the files on disk or the lock differ from what would be
+    /// generated (for CI).
+    #[arg(long)]
+    check: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ScaffoldArgs {
+    /// The OpenAPI 3.0/3.1 document (YAML or JSON).
+    spec: PathBuf,
+    /// The file to write.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// How the generated module is reached from the skeleton.
+    #[arg(long, value_name = "PATH", default_value = "crate::api")]
+    module: String,
+    /// The config file [default: idemgen.toml beside the spec, if present].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct FingerprintArgs {
+    /// The operationId.
+    #[arg(long, value_name = "ID")]
+    operation: String,
+    /// The fingerprint version (`x-idempotency-fingerprint-version`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i16).range(1..))]
+    version: i16,
+    /// The semantic input as JSON: a file, or `-` for standard input.
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    input: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,6 +123,148 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(&args),
+        Command::Build(args) => run_build(&args),
+        Command::Scaffold(args) => run_scaffold(&args),
+        Command::Fingerprint(args) => run_fingerprint(&args),
+    }
+}
+
+fn run_build(args: &BuildArgs) -> ExitCode {
+    let mut stdout = anstream::stdout();
+    let mut stderr = anstream::stderr();
+    let config = match Config::discover(&args.spec, args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    let plan = match build::plan(&args.spec, &args.out, &config) {
+        Ok(plan) => plan,
+        Err(build::BuildError::Load(e)) => {
+            let _ = write!(stderr, "{}", report::human::render_load_error(&e, true));
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    if !plan.report.findings.is_empty() {
+        let _ = write!(
+            stderr,
+            "{}",
+            report::render(&plan.report, Format::Human, true)
+        );
+    }
+    if plan.report.errors() > 0 {
+        let _ = writeln!(
+            stderr,
+            "error: not generating code: the spec has {} error(s)",
+            plan.report.errors()
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    if args.check {
+        let drift = build::drift(&plan.files);
+        for d in &drift {
+            let _ = match d {
+                build::Drift::Missing(p) => writeln!(stderr, "missing: {}", p.display()),
+                build::Drift::Differs(p) => writeln!(stderr, "out of date: {}", p.display()),
+            };
+        }
+        if drift.is_empty() {
+            let _ = writeln!(stdout, "up to date");
+            return ExitCode::SUCCESS;
+        }
+        let _ = writeln!(
+            stderr,
+            "error: generated files differ from the spec; run `idemgen build {} --out {}`",
+            args.spec.display(),
+            args.out.display()
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    if let Err(e) = build::write(&plan.files) {
+        let _ = writeln!(stderr, "error: writing the generated files: {e}");
+        return ExitCode::from(EXIT_UNUSABLE);
+    }
+    for file in &plan.files {
+        let _ = writeln!(stdout, "wrote {}", file.path.display());
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_scaffold(args: &ScaffoldArgs) -> ExitCode {
+    let mut stdout = anstream::stdout();
+    let mut stderr = anstream::stderr();
+    if args.out.exists() && !args.force {
+        let _ = writeln!(
+            stderr,
+            "error: {} exists; pass --force to overwrite it",
+            args.out.display()
+        );
+        return ExitCode::from(EXIT_UNUSABLE);
+    }
+    let config = match Config::discover(&args.spec, args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    let spec = match idemgen::loader::load(&args.spec) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let _ = write!(stderr, "{}", report::human::render_load_error(&e, true));
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    let api = idemgen::ir::Api::from_spec(&spec, &config.header);
+    let text = match idemgen::scaffold::render(&api, &args.module) {
+        Ok(text) => text,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    if let Err(e) = std::fs::write(&args.out, text) {
+        let _ = writeln!(stderr, "error: writing {}: {e}", args.out.display());
+        return ExitCode::from(EXIT_UNUSABLE);
+    }
+    let _ = writeln!(stdout, "wrote {}", args.out.display());
+    ExitCode::SUCCESS
+}
+
+fn run_fingerprint(args: &FingerprintArgs) -> ExitCode {
+    let mut stderr = anstream::stderr();
+    let text = if args.input.as_os_str() == "-" {
+        let mut text = String::new();
+        match std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+            Ok(_) => text,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: reading standard input: {e}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        }
+    } else {
+        match std::fs::read_to_string(&args.input) {
+            Ok(text) => text,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: reading {}: {e}", args.input.display());
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        }
+    };
+    match idemgen::fingerprint(&args.operation, args.version, &text) {
+        Ok(fingerprint) => {
+            println!("{fingerprint}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            ExitCode::from(EXIT_UNUSABLE)
+        }
     }
 }
 

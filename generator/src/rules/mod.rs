@@ -6,7 +6,7 @@
 //! and they never change once released. A new rule gets a new id; a removed rule's id is never
 //! reused.
 
-mod extensions;
+pub(crate) mod extensions;
 mod header;
 mod operation_id;
 mod responses;
@@ -52,11 +52,13 @@ pub enum RuleId {
     XIdempotentOnSafeMethod,
     /// The idempotency header is declared but `x-idempotent` is absent.
     KeyWithoutXIdempotent,
+    /// The semantic input changed shape since `idemgen.lock` was written, without a version bump.
+    FingerprintShapeChanged,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 16] = [
+    pub const ALL: [RuleId; 17] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -73,6 +75,7 @@ impl RuleId {
         RuleId::IdempotencyExtensionMisplaced,
         RuleId::XIdempotentOnSafeMethod,
         RuleId::KeyWithoutXIdempotent,
+        RuleId::FingerprintShapeChanged,
     ];
 
     /// The stable id.
@@ -94,6 +97,7 @@ impl RuleId {
             RuleId::IdempotencyExtensionMisplaced => "idempotency-extension-misplaced",
             RuleId::XIdempotentOnSafeMethod => "x-idempotent-on-safe-method",
             RuleId::KeyWithoutXIdempotent => "idempotency-key-without-x-idempotent",
+            RuleId::FingerprintShapeChanged => "fingerprint-shape-changed",
         }
     }
 
@@ -156,6 +160,9 @@ impl RuleId {
             RuleId::KeyWithoutXIdempotent => {
                 "An operation that declares the idempotency key header is marked `x-idempotent`."
             }
+            RuleId::FingerprintShapeChanged => {
+                "A change of an idempotent operation's semantic input comes with a bump of `x-idempotency-fingerprint-version` (checked against `idemgen.lock`)."
+            }
         }
     }
 
@@ -186,6 +193,7 @@ impl RuleId {
             RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
+            RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

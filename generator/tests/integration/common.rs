@@ -9,6 +9,16 @@ pub fn fixture(name: &str) -> PathBuf {
     Path::new("tests/fixtures").join(name)
 }
 
+/// The fixture that triggers `rule`: `rules/<id>.yaml`, or `rules/<id>/openapi.yaml` for rules
+/// that need files beside the spec (the fingerprint lock).
+pub fn rule_fixture(rule: idemgen::RuleId) -> String {
+    if rule == idemgen::RuleId::FingerprintShapeChanged {
+        format!("rules/{}/openapi.yaml", rule.as_str())
+    } else {
+        format!("rules/{}.yaml", rule.as_str())
+    }
+}
+
 /// Checks a fixture with `config`, failing the test if it does not load.
 pub fn check_fixture(name: &str, config: &Config) -> CheckReport {
     match check(&fixture(name), config) {

@@ -95,7 +95,7 @@ fn each_rule_fixture_reports_exactly_its_rule() {
 #[test]
 fn every_rule_has_a_fixture() {
     for rule in RuleId::ALL {
-        let name = format!("rules/{}.yaml", rule.as_str());
+        let name = crate::common::rule_fixture(rule);
         let report = check_fixture(&name, &Config::default());
         assert!(
             report.findings.iter().any(|f| f.rule == rule),

@@ -17,7 +17,7 @@ fn human_output_of_split_spec() {
 fn human_output_of_every_rule() {
     let mut out = String::new();
     for rule in idemgen::RuleId::ALL {
-        let report = check_fixture(&format!("rules/{}.yaml", rule.as_str()), &Config::default());
+        let report = check_fixture(&crate::common::rule_fixture(rule), &Config::default());
         out.push_str(&render(&report, Format::Human, false));
         out.push_str("----\n");
     }

@@ -1,0 +1,115 @@
+//! `idemgen build`: check the spec, build the IR, emit the module, and compare with or write
+//! what is on disk (the generated module and `idemgen.lock`).
+//!
+//! The library never writes by itself: [`plan`] returns the files that *would* be written, and
+//! [`write`] / [`drift`] apply or compare them, so `build --check` runs exactly the same code as
+//! `build`.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::emit::{self, EmitError};
+use crate::ir::Api;
+use crate::loader::LoadError;
+use crate::lock::{self, Lock};
+use crate::{CheckReport, check};
+
+/// The module file written into the output directory.
+pub const MODULE_FILE: &str = "mod.rs";
+
+/// One file `build` produces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// Where it goes.
+    pub path: PathBuf,
+    /// Its contents.
+    pub contents: String,
+}
+
+/// What `build` would do.
+#[derive(Debug)]
+pub struct Plan {
+    /// The check of the spec (lock comparison included).
+    pub report: CheckReport,
+    /// The files to write; empty when the check found errors (nothing is emitted then).
+    pub files: Vec<GeneratedFile>,
+}
+
+/// Why `build` could not plan.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The spec did not load.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// Emission failed (a generator bug).
+    #[error(transparent)]
+    Emit(#[from] EmitError),
+}
+
+/// Checks `spec_path` and, when it has no errors, computes the generated module for `out_dir`
+/// and the lock beside the spec.
+pub fn plan(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, BuildError> {
+    let report = check(spec_path, config)?;
+    if report.errors() > 0 {
+        return Ok(Plan {
+            report,
+            files: Vec::new(),
+        });
+    }
+    let spec_name = spec_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "openapi".to_string());
+    let api = Api::from_spec(&report.spec, &config.header);
+    let module = emit::emit(&api, &spec_name)?;
+    let lock = Lock::from_spec(&report.spec);
+    let files = vec![
+        GeneratedFile {
+            path: out_dir.join(MODULE_FILE),
+            contents: module,
+        },
+        GeneratedFile {
+            path: lock::lock_path(spec_path),
+            contents: lock.render(),
+        },
+    ];
+    Ok(Plan { report, files })
+}
+
+/// Writes the files, creating directories; files whose contents are already right are left
+/// alone (their modification time too).
+pub fn write(files: &[GeneratedFile]) -> std::io::Result<()> {
+    for file in files {
+        if std::fs::read_to_string(&file.path).ok().as_deref() == Some(file.contents.as_str()) {
+            continue;
+        }
+        if let Some(dir) = file.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&file.path, &file.contents)?;
+    }
+    Ok(())
+}
+
+/// How a file on disk differs from what `build` would write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Drift {
+    /// The file does not exist.
+    Missing(PathBuf),
+    /// The file exists with other contents.
+    Differs(PathBuf),
+}
+
+/// The files on disk that differ from `files`.
+pub fn drift(files: &[GeneratedFile]) -> Vec<Drift> {
+    files
+        .iter()
+        .filter_map(|file| match std::fs::read_to_string(&file.path) {
+            Err(_) => Some(Drift::Missing(file.path.clone())),
+            Ok(text) if text != file.contents => Some(Drift::Differs(file.path.clone())),
+            Ok(_) => None,
+        })
+        .collect()
+}

@@ -1,0 +1,228 @@
+//! Tokens for the `types` module: one item (or two, with its `Display`/`Deserialize` impl) per
+//! [`TypeDef`].
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use crate::ir::names::ident;
+use crate::ir::types::{Field, TypeDef, TypeKind, TypeRef, UnionVariant};
+
+use super::doc_attrs;
+
+/// How a type is written, with named types prefixed by `types_path` (empty inside `types`).
+pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
+    match ty {
+        TypeRef::String => quote!(::std::string::String),
+        TypeRef::Bool => quote!(bool),
+        TypeRef::I32 => quote!(i32),
+        TypeRef::I64 => quote!(i64),
+        TypeRef::F64 => quote!(f64),
+        TypeRef::Uuid => quote!(::uuid::Uuid),
+        TypeRef::DateTime => quote!(::chrono::DateTime<::chrono::Utc>),
+        TypeRef::Date => quote!(::chrono::NaiveDate),
+        TypeRef::Json => quote!(::serde_json::Value),
+        TypeRef::Named(name) => {
+            let name = ident(name);
+            quote!(#types_path #name)
+        }
+        TypeRef::Vec(item) => {
+            let item = rust_type(item, types_path);
+            quote!(::std::vec::Vec<#item>)
+        }
+        TypeRef::Map(value) => {
+            let value = rust_type(value, types_path);
+            quote!(::std::collections::BTreeMap<::std::string::String, #value>)
+        }
+        TypeRef::Option(inner) => {
+            let inner = rust_type(inner, types_path);
+            quote!(::std::option::Option<#inner>)
+        }
+        TypeRef::Boxed(inner) => {
+            let inner = rust_type(inner, types_path);
+            quote!(::std::boxed::Box<#inner>)
+        }
+    }
+}
+
+/// The items for one type definition.
+pub fn type_def(def: &TypeDef) -> TokenStream {
+    let name = ident(&def.name);
+    let doc = doc_attrs(
+        def.doc
+            .as_deref()
+            .unwrap_or(&format!("The `{}` schema.", def.name)),
+    );
+    let here = TokenStream::new();
+    match &def.kind {
+        TypeKind::Alias(target) => {
+            let target = rust_type(target, &here);
+            quote! {
+                #doc
+                pub type #name = #target;
+            }
+        }
+        TypeKind::Struct {
+            fields,
+            deny_unknown,
+            extra,
+        } => {
+            let fields: Vec<TokenStream> = fields.iter().map(struct_field).collect();
+            let extra = extra.as_ref().map(|value| {
+                let value = rust_type(value, &here);
+                let name = format_ident!("additional_properties");
+                quote! {
+                    /// Properties not listed in the schema (`additionalProperties`).
+                    #[serde(flatten)]
+                    pub #name: ::std::collections::BTreeMap<::std::string::String, #value>,
+                }
+            });
+            let deny =
+                (*deny_unknown && extra.is_none()).then(|| quote!(#[serde(deny_unknown_fields)]));
+            quote! {
+                #doc
+                #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+                #deny
+                pub struct #name {
+                    #(#fields)*
+                    #extra
+                }
+            }
+        }
+        TypeKind::StringEnum { variants } => {
+            let names: Vec<_> = variants.iter().map(|v| ident(&v.name)).collect();
+            let wires: Vec<_> = variants.iter().map(|v| v.wire.as_str()).collect();
+            let docs: Vec<_> = variants
+                .iter()
+                .map(|v| doc_attrs(&format!("`{}`.", v.wire)))
+                .collect();
+            quote! {
+                #doc
+                #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::marker::Copy, ::std::cmp::PartialEq, ::std::cmp::Eq, ::std::hash::Hash, ::std::cmp::PartialOrd, ::std::cmp::Ord, ::serde::Serialize, ::serde::Deserialize)]
+                pub enum #name {
+                    #(
+                        #docs
+                        #[serde(rename = #wires)]
+                        #names,
+                    )*
+                }
+
+                impl ::std::fmt::Display for #name {
+                    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                        f.write_str(match self {
+                            #(Self::#names => #wires,)*
+                        })
+                    }
+                }
+            }
+        }
+        TypeKind::Union {
+            discriminator,
+            variants,
+        } => union(&name, doc, discriminator.as_deref(), variants),
+    }
+}
+
+fn struct_field(field: &Field) -> TokenStream {
+    let name = ident(&field.name);
+    let here = TokenStream::new();
+    let ty = rust_type(&field.field_type(), &here);
+    let doc = doc_attrs(
+        field
+            .doc
+            .as_deref()
+            .unwrap_or(&format!("The `{}` property.", field.wire)),
+    );
+    let wire = &field.wire;
+    let rename = (name.to_string().trim_start_matches("r#") != wire.as_str())
+        .then(|| quote!(#[serde(rename = #wire)]));
+    let skip = (!field.required)
+        .then(|| quote!(#[serde(default, skip_serializing_if = "::std::option::Option::is_none")]));
+    quote! {
+        #doc
+        #rename
+        #skip
+        pub #name: #ty,
+    }
+}
+
+fn union(
+    name: &proc_macro2::Ident,
+    doc: TokenStream,
+    discriminator: Option<&str>,
+    variants: &[UnionVariant],
+) -> TokenStream {
+    let here = TokenStream::new();
+    let names: Vec<_> = variants.iter().map(|v| ident(&v.name)).collect();
+    let types: Vec<_> = variants.iter().map(|v| rust_type(&v.ty, &here)).collect();
+    let docs: Vec<_> = variants
+        .iter()
+        .map(|v| {
+            doc_attrs(&match v.tags.as_slice() {
+                [] => format!("The `{}` alternative.", v.name),
+                tags => format!(
+                    "Selected by {}.",
+                    tags.iter()
+                        .map(|t| format!("`{t}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+        })
+        .collect();
+    let Some(property) = discriminator else {
+        return quote! {
+            #doc
+            #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+            #[serde(untagged)]
+            #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+            pub enum #name {
+                #(
+                    #docs
+                    #names(#types),
+                )*
+            }
+        };
+    };
+    // Tagged: serialise untagged (each alternative carries its own tag property), deserialise by
+    // looking at the tag first so that the error names the tag rather than every alternative.
+    let arms = variants.iter().zip(&names).map(|(v, n)| {
+        let tags = &v.tags;
+        quote! {
+            #(::std::option::Option::Some(#tags))|* => ::serde_json::from_value(value)
+                .map(Self::#n)
+                .map_err(::serde::de::Error::custom),
+        }
+    });
+    let known = variants
+        .iter()
+        .flat_map(|v| v.tags.iter().map(|t| format!("`{t}`")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    quote! {
+        #doc
+        #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize)]
+        #[serde(untagged)]
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+        pub enum #name {
+            #(
+                #docs
+                #names(#types),
+            )*
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for #name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {
+                let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(deserializer)?;
+                let tag = value
+                    .get(#property)
+                    .and_then(::serde_json::Value::as_str)
+                    .map(::std::borrow::ToOwned::to_owned);
+                match tag.as_deref() {
+                    #(#arms)*
+                    ::std::option::Option::Some(other) => ::std::result::Result::Err(::serde::de::Error::custom(::std::format!("unknown `{}` {}; expected one of {}", #property, other, #known))),
+                    ::std::option::Option::None => ::std::result::Result::Err(::serde::de::Error::missing_field(#property)),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,970 @@
+//! The type half of the IR: what Rust type every schema becomes.
+//!
+//! [`TypeSpace`] converts schemas (component schemas and inline ones) into [`TypeDef`]s named from
+//! their context (`Widget`, `CreateWidgetRequestBody`, `WidgetColor`), and hands back a
+//! [`TypeRef`] for each use. Component schemas are named first, in document order, so they keep
+//! their own names; a `$ref` is registered before its target is converted, which makes recursive
+//! schemas terminate, and targets are converted from a work queue rather than by recursion, so a
+//! long chain of references cannot exhaust the stack. What cannot be expressed becomes
+//! `serde_json::Value`; nothing here panics on a strange schema.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::loader::{LoadedSpec, Node, NodeRef, RefTarget, Value};
+
+use super::names::{Namespace, snake_name, type_name};
+
+/// How a use site refers to a type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TypeRef {
+    /// `String`.
+    String,
+    /// `bool`.
+    Bool,
+    /// `i32` (`format: int32`).
+    I32,
+    /// `i64` (integers without `int32`).
+    I64,
+    /// `f64`.
+    F64,
+    /// `uuid::Uuid` (`format: uuid`).
+    Uuid,
+    /// `chrono::DateTime<chrono::Utc>` (`format: date-time`).
+    DateTime,
+    /// `chrono::NaiveDate` (`format: date`).
+    Date,
+    /// `serde_json::Value`: anything, or what cannot be expressed.
+    Json,
+    /// A generated type in the `types` module.
+    Named(String),
+    /// `Vec<T>`.
+    Vec(Box<TypeRef>),
+    /// `BTreeMap<String, T>`.
+    Map(Box<TypeRef>),
+    /// `Option<T>`: a nullable value.
+    Option(Box<TypeRef>),
+    /// `Box<T>`: breaks a recursive type.
+    Boxed(Box<TypeRef>),
+}
+
+impl TypeRef {
+    /// The type without `Option`/`Box` wrappers.
+    pub fn innermost(&self) -> &TypeRef {
+        match self {
+            TypeRef::Option(t) | TypeRef::Boxed(t) => t.innermost(),
+            t => t,
+        }
+    }
+
+    /// Whether the type is `Option<…>`.
+    pub fn is_option(&self) -> bool {
+        matches!(self, TypeRef::Option(_))
+    }
+
+    /// `Option<self>`, unless it already is one.
+    pub fn nullable(self) -> TypeRef {
+        match self {
+            TypeRef::Option(_) => self,
+            t => TypeRef::Option(Box::new(t)),
+        }
+    }
+}
+
+/// A type emitted into the `types` module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeDef {
+    /// The Rust name, unique in the module.
+    pub name: String,
+    /// The schema's `description` (or `title`).
+    pub doc: Option<String>,
+    /// What kind of type it is.
+    pub kind: TypeKind,
+}
+
+/// The kinds of emitted type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TypeKind {
+    /// An object with known properties.
+    Struct {
+        /// The properties, in schema order.
+        fields: Vec<Field>,
+        /// `additionalProperties: false`: unknown properties are rejected.
+        deny_unknown: bool,
+        /// Typed `additionalProperties` next to known properties (a flattened map).
+        extra: Option<TypeRef>,
+    },
+    /// A string `enum`.
+    StringEnum {
+        /// The values, in schema order.
+        variants: Vec<EnumVariant>,
+    },
+    /// `oneOf`/`anyOf`.
+    Union {
+        /// The discriminator property, when the schema names one.
+        discriminator: Option<String>,
+        /// The alternatives, in schema order.
+        variants: Vec<UnionVariant>,
+    },
+    /// A named schema that is another type (`Id: {type: string}`).
+    Alias(TypeRef),
+}
+
+/// A property of a struct.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    /// The Rust field name (snake_case, unique in the struct).
+    pub name: String,
+    /// The JSON property name.
+    pub wire: String,
+    /// The property's `description`.
+    pub doc: Option<String>,
+    /// The type of the value, `Option` when it is nullable.
+    pub ty: TypeRef,
+    /// Whether the property is `required`.
+    pub required: bool,
+}
+
+impl Field {
+    /// The type of the field: `Option` unless required and not nullable.
+    pub fn field_type(&self) -> TypeRef {
+        if self.required {
+            self.ty.clone()
+        } else {
+            self.ty.clone().nullable()
+        }
+    }
+}
+
+/// A value of a string enum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnumVariant {
+    /// The Rust variant name.
+    pub name: String,
+    /// The JSON string.
+    pub wire: String,
+}
+
+/// An alternative of a union.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnionVariant {
+    /// The Rust variant name.
+    pub name: String,
+    /// The alternative's type.
+    pub ty: TypeRef,
+    /// The discriminator values that select it (empty for untagged unions).
+    pub tags: Vec<String>,
+}
+
+/// The collection of emitted types, and the converter from schemas.
+#[derive(Debug)]
+pub struct TypeSpace<'s> {
+    spec: &'s LoadedSpec,
+    defs: BTreeMap<String, TypeDef>,
+    by_target: HashMap<RefTarget, String>,
+    pending: VecDeque<(String, NodeRef<'s>)>,
+    names: Namespace,
+}
+
+/// Nesting of inline schemas deeper than this becomes `serde_json::Value`.
+const MAX_INLINE_DEPTH: usize = 64;
+
+impl<'s> TypeSpace<'s> {
+    /// An empty type space for `spec`, with every `components/schemas` name reserved in document
+    /// order so that component schemas keep their names.
+    pub fn new(spec: &'s LoadedSpec) -> TypeSpace<'s> {
+        let mut space = TypeSpace {
+            spec,
+            defs: BTreeMap::new(),
+            by_target: HashMap::new(),
+            pending: VecDeque::new(),
+            names: Namespace::default(),
+        };
+        let root = spec.root();
+        if let Some(schemas) = root
+            .node
+            .get("components")
+            .and_then(|c| c.get("schemas"))
+            .and_then(Node::as_map)
+        {
+            for (key, _) in schemas.entries() {
+                let reference = format!(
+                    "#/components/schemas/{}",
+                    crate::loader::pointer::escape(&key.text)
+                );
+                if let Ok(target) = spec.ref_target(root.file, &reference) {
+                    space.register(target, &key.text);
+                }
+            }
+        }
+        space
+    }
+
+    /// Converts every registered component schema (used or not), then returns the types sorted
+    /// by name, with recursive fields boxed.
+    pub fn finish(mut self) -> Vec<TypeDef> {
+        self.drain();
+        box_recursion(&mut self.defs);
+        self.defs.into_values().collect()
+    }
+
+    /// The type of `schema` at a use site; inline types are named `hint`.
+    pub fn type_of(&mut self, schema: NodeRef<'s>, hint: &str) -> TypeRef {
+        let ty = self.convert(schema, hint, 0);
+        self.drain();
+        ty
+    }
+
+    /// Whether values of `ty` are written as one string (parameters, headers): primitives,
+    /// string enums, and aliases of those.
+    pub fn is_scalar(&self, ty: &TypeRef) -> bool {
+        let mut ty = ty;
+        for _ in 0..16 {
+            match ty {
+                TypeRef::String
+                | TypeRef::Bool
+                | TypeRef::I32
+                | TypeRef::I64
+                | TypeRef::F64
+                | TypeRef::Uuid
+                | TypeRef::DateTime
+                | TypeRef::Date => return true,
+                TypeRef::Named(name) => match self.defs.get(name).map(|d| &d.kind) {
+                    Some(TypeKind::StringEnum { .. }) => return true,
+                    Some(TypeKind::Alias(target)) => ty = target,
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Reserves a type name for something that is not a schema (kept out of `types`).
+    pub fn reserve(&mut self, name: &str) -> String {
+        self.names.claim(name)
+    }
+
+    fn register(&mut self, target: RefTarget, raw_name: &str) -> String {
+        if let Some(name) = self.by_target.get(&target) {
+            return name.clone();
+        }
+        let name = self.names.claim(&type_name(raw_name));
+        self.by_target.insert(target.clone(), name.clone());
+        if let Some(node) = self
+            .spec
+            .document(target.file)
+            .and_then(|doc| crate::loader::pointer::lookup(doc, &target.pointer))
+        {
+            self.pending.push_back((
+                name.clone(),
+                NodeRef {
+                    file: target.file,
+                    node,
+                },
+            ));
+        }
+        name
+    }
+
+    fn drain(&mut self) {
+        while let Some((name, node)) = self.pending.pop_front() {
+            if self.defs.contains_key(&name) {
+                continue;
+            }
+            let def = self.define(&name, node, 0);
+            self.defs.insert(name, def);
+        }
+    }
+
+    /// Follows a `$ref` to the name of its target, registering it when new.
+    fn named(&mut self, at: NodeRef<'s>, reference: &str) -> TypeRef {
+        match self.spec.ref_target(at.file, reference) {
+            Ok(target) => {
+                let raw = target.name().unwrap_or_else(|| "Schema".to_string());
+                TypeRef::Named(self.register(target, &raw))
+            }
+            Err(_) => TypeRef::Json,
+        }
+    }
+
+    /// The type of a schema at a use site.
+    fn convert(&mut self, at: NodeRef<'s>, hint: &str, depth: usize) -> TypeRef {
+        if depth > MAX_INLINE_DEPTH {
+            return TypeRef::Json;
+        }
+        if let Some(reference) = at.node.ref_target() {
+            return self.named(at, reference);
+        }
+        if at.node.as_map().is_none() {
+            // `true`/`{}` schemas accept anything; `false` accepts nothing we could type.
+            return TypeRef::Json;
+        }
+        let nullable = is_nullable(at.node);
+        let ty = match shape_of(at.node) {
+            Shape::Primitive(ty) => ty,
+            Shape::Array(items) => {
+                let item = match items {
+                    Some(items) => self.convert(
+                        NodeRef {
+                            file: at.file,
+                            node: items,
+                        },
+                        &format!("{hint}Item"),
+                        depth + 1,
+                    ),
+                    None => TypeRef::Json,
+                };
+                TypeRef::Vec(Box::new(item))
+            }
+            Shape::Map(values) => {
+                let value = match values {
+                    Some(values) => self.convert(
+                        NodeRef {
+                            file: at.file,
+                            node: values,
+                        },
+                        &format!("{hint}Value"),
+                        depth + 1,
+                    ),
+                    None => TypeRef::Json,
+                };
+                TypeRef::Map(Box::new(value))
+            }
+            Shape::Nullable(inner) => self
+                .convert(
+                    NodeRef {
+                        file: at.file,
+                        node: inner,
+                    },
+                    hint,
+                    depth + 1,
+                )
+                .nullable(),
+            Shape::SingleAllOf(inner) => self.convert(
+                NodeRef {
+                    file: at.file,
+                    node: inner,
+                },
+                hint,
+                depth + 1,
+            ),
+            Shape::Json => TypeRef::Json,
+            Shape::Defined => {
+                let name = self.names.claim(&type_name(hint));
+                let def = self.define(&name, at, depth + 1);
+                if let TypeKind::Alias(target) = &def.kind {
+                    // An inline schema that is just another type needs no name.
+                    let target = target.clone();
+                    return if nullable { target.nullable() } else { target };
+                }
+                self.defs.insert(name.clone(), def);
+                TypeRef::Named(name)
+            }
+        };
+        if nullable { ty.nullable() } else { ty }
+    }
+
+    /// The definition of a named schema.
+    fn define(&mut self, name: &str, at: NodeRef<'s>, depth: usize) -> TypeDef {
+        let doc = description(at.node);
+        let kind = self.kind_of(name, at, depth);
+        TypeDef {
+            name: name.to_string(),
+            doc,
+            kind,
+        }
+    }
+
+    fn kind_of(&mut self, name: &str, at: NodeRef<'s>, depth: usize) -> TypeKind {
+        if depth > MAX_INLINE_DEPTH {
+            return TypeKind::Alias(TypeRef::Json);
+        }
+        if let Some(reference) = at.node.ref_target() {
+            return TypeKind::Alias(self.named(at, reference));
+        }
+        let nullable = is_nullable(at.node);
+        let wrap = |t: TypeRef| if nullable { t.nullable() } else { t };
+        if let Some(variants) = string_enum(at.node) {
+            let mut ns = Namespace::default();
+            let variants = variants
+                .into_iter()
+                .map(|wire| EnumVariant {
+                    name: ns.claim(&type_name(&wire)),
+                    wire,
+                })
+                .collect();
+            let kind = TypeKind::StringEnum { variants };
+            if nullable {
+                // A nullable enum: define the enum under a derived name, alias the nullable.
+                let inner = self.names.claim(&format!("{name}Value"));
+                self.defs.insert(
+                    inner.clone(),
+                    TypeDef {
+                        name: inner.clone(),
+                        doc: description(at.node),
+                        kind,
+                    },
+                );
+                return TypeKind::Alias(TypeRef::Named(inner).nullable());
+            }
+            return kind;
+        }
+        match shape_of(at.node) {
+            Shape::Defined => {}
+            _ => {
+                let name_hint = name.to_string();
+                // Primitive, array, map: an alias to the use-site type.
+                let mut stripped = self.convert(at, &format!("{name_hint}Inner"), depth + 1);
+                if nullable {
+                    stripped = stripped.nullable();
+                }
+                return TypeKind::Alias(stripped);
+            }
+        }
+        if let Some(alternatives) = union_members(at.node) {
+            let non_null: Vec<&Node> = alternatives.into_iter().filter(|n| !is_null(n)).collect();
+            return self.union(name, at, non_null, depth);
+        }
+        if let Some(members) = at.node.get("allOf").and_then(Node::as_seq) {
+            return match self.merge_all_of(name, at, members, depth) {
+                Some(kind) => kind,
+                None => TypeKind::Alias(wrap(TypeRef::Json)),
+            };
+        }
+        self.object(name, at, depth)
+    }
+
+    fn union(
+        &mut self,
+        name: &str,
+        at: NodeRef<'s>,
+        alternatives: Vec<&'s Node>,
+        depth: usize,
+    ) -> TypeKind {
+        let discriminator = at
+            .node
+            .get("discriminator")
+            .and_then(|d| d.get("propertyName"))
+            .and_then(Node::as_str)
+            .map(str::to_string);
+        let mapping: Vec<(String, String)> = at
+            .node
+            .get("discriminator")
+            .and_then(|d| d.get("mapping"))
+            .and_then(Node::as_map)
+            .map(|m| {
+                m.entries()
+                    .iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.text.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ns = Namespace::default();
+        let mut variants = Vec::new();
+        for (i, alternative) in alternatives.into_iter().enumerate() {
+            let node = NodeRef {
+                file: at.file,
+                node: alternative,
+            };
+            let reference = alternative.ref_target();
+            let label = match reference {
+                Some(r) => self
+                    .spec
+                    .ref_target(at.file, r)
+                    .ok()
+                    .and_then(|t| t.name())
+                    .unwrap_or_else(|| format!("Variant{i}")),
+                None => format!("Variant{i}"),
+            };
+            let ty = self.convert(node, &format!("{name}{}", type_name(&label)), depth + 1);
+            let variant_name = match (&ty, reference) {
+                (_, Some(_)) => type_name(&label),
+                (TypeRef::Named(n), None) => n.strip_prefix(name).unwrap_or(n).to_string(),
+                (other, None) => primitive_label(other).unwrap_or(format!("Variant{i}")),
+            };
+            let variant_name = if variant_name.is_empty() {
+                format!("Variant{i}")
+            } else {
+                variant_name
+            };
+            let mut tags = Vec::new();
+            if discriminator.is_some()
+                && let Some(r) = reference
+            {
+                let target = self.spec.ref_target(at.file, r).ok();
+                for (value, mapped) in &mapping {
+                    let same = mapped == r
+                        || (target.is_some()
+                            && self.spec.ref_target(at.file, mapped).ok() == target)
+                        || mapped == &label;
+                    if same {
+                        tags.push(value.clone());
+                    }
+                }
+                if tags.is_empty() {
+                    tags.push(label.clone());
+                }
+            }
+            variants.push(UnionVariant {
+                name: ns.claim(&variant_name),
+                ty,
+                tags,
+            });
+        }
+        // A discriminator is only usable when every alternative is a named schema with a tag.
+        let discriminator = discriminator.filter(|_| variants.iter().all(|v| !v.tags.is_empty()));
+        TypeKind::Union {
+            discriminator,
+            variants,
+        }
+    }
+
+    /// Merges `allOf` members that are objects into one struct; `None` when a member is not.
+    fn merge_all_of(
+        &mut self,
+        name: &str,
+        at: NodeRef<'s>,
+        members: &'s [Node],
+        depth: usize,
+    ) -> Option<TypeKind> {
+        let mut objects: Vec<NodeRef<'s>> = Vec::new();
+        let mut stack: Vec<NodeRef<'s>> = members
+            .iter()
+            .rev()
+            .map(|m| NodeRef {
+                file: at.file,
+                node: m,
+            })
+            .collect();
+        // The parent schema's own properties count too.
+        objects.push(at);
+        let mut seen = BTreeSet::new();
+        while let Some(member) = stack.pop() {
+            let member = self.spec.deref(member);
+            if !seen.insert((member.file, member.node.span)) || objects.len() > 256 {
+                continue;
+            }
+            if let Some(nested) = member.node.get("allOf").and_then(Node::as_seq) {
+                objects.push(member);
+                stack.extend(nested.iter().rev().map(|m| NodeRef {
+                    file: member.file,
+                    node: m,
+                }));
+                continue;
+            }
+            if union_members(member.node).is_some() || string_enum(member.node).is_some() {
+                return None;
+            }
+            match shape_of(member.node) {
+                Shape::Defined | Shape::Json => objects.push(member),
+                _ => return None,
+            }
+        }
+        let mut fields: Vec<Field> = Vec::new();
+        let mut required: BTreeSet<String> = BTreeSet::new();
+        let mut deny_unknown = false;
+        let mut ns = Namespace::default();
+        for object in &objects {
+            required.extend(required_of(object.node));
+            if object
+                .node
+                .get("additionalProperties")
+                .and_then(Node::as_bool)
+                == Some(false)
+                && objects.len() == 1
+            {
+                deny_unknown = true;
+            }
+            for (wire, schema) in properties_of(object.node) {
+                if fields.iter().any(|f| f.wire == *wire) {
+                    continue;
+                }
+                let node = NodeRef {
+                    file: object.file,
+                    node: schema,
+                };
+                let ty = self.convert(node, &format!("{name}{}", type_name(wire)), depth + 1);
+                fields.push(Field {
+                    name: ns.claim(&snake_name(wire)),
+                    wire: wire.to_string(),
+                    doc: description(schema),
+                    ty,
+                    required: false,
+                });
+            }
+        }
+        for field in &mut fields {
+            field.required = required.contains(&field.wire);
+        }
+        Some(TypeKind::Struct {
+            fields,
+            deny_unknown,
+            extra: None,
+        })
+    }
+
+    fn object(&mut self, name: &str, at: NodeRef<'s>, depth: usize) -> TypeKind {
+        let required = required_of(at.node);
+        let mut ns = Namespace::default();
+        let mut fields = Vec::new();
+        for (wire, schema) in properties_of(at.node) {
+            let node = NodeRef {
+                file: at.file,
+                node: schema,
+            };
+            let ty = self.convert(node, &format!("{name}{}", type_name(wire)), depth + 1);
+            fields.push(Field {
+                name: ns.claim(&snake_name(wire)),
+                wire: wire.to_string(),
+                doc: description(schema),
+                ty,
+                required: required.contains(wire.as_str()),
+            });
+        }
+        let additional = at.node.get("additionalProperties");
+        let deny_unknown = additional.and_then(Node::as_bool) == Some(false);
+        let extra = match additional {
+            Some(node) if node.as_map().is_some_and(|m| !m.is_empty()) => {
+                let node = NodeRef {
+                    file: at.file,
+                    node,
+                };
+                Some(self.convert(node, &format!("{name}Value"), depth + 1))
+            }
+            _ => None,
+        };
+        TypeKind::Struct {
+            fields,
+            deny_unknown,
+            extra,
+        }
+    }
+}
+
+/// What a schema is, before naming.
+enum Shape<'n> {
+    Primitive(TypeRef),
+    Array(Option<&'n Node>),
+    Map(Option<&'n Node>),
+    /// A `oneOf`/`anyOf` whose only non-null alternative is this one.
+    Nullable(&'n Node),
+    /// An `allOf` with one member and nothing else: that member.
+    SingleAllOf(&'n Node),
+    Json,
+    /// Needs a named definition: object with properties, string enum, union, merged allOf.
+    Defined,
+}
+
+fn shape_of(node: &Node) -> Shape<'_> {
+    if let Some(members) = union_members(node) {
+        let non_null: Vec<&Node> = members.into_iter().filter(|n| !is_null(n)).collect();
+        return match non_null.as_slice() {
+            [] => Shape::Json,
+            [one] => Shape::Nullable(one),
+            _ => Shape::Defined,
+        };
+    }
+    if let Some(members) = node.get("allOf").and_then(Node::as_seq) {
+        if members.len() == 1 && node.get("properties").is_none() {
+            return Shape::SingleAllOf(&members[0]);
+        }
+        return Shape::Defined;
+    }
+    if string_enum(node).is_some() {
+        return Shape::Defined;
+    }
+    let types = types_of(node);
+    let ty = match types.as_slice() {
+        [] => {
+            if node.get("properties").is_some() {
+                "object"
+            } else if node.get("items").is_some() {
+                "array"
+            } else if node.get("additionalProperties").is_some() {
+                "object"
+            } else {
+                return Shape::Json;
+            }
+        }
+        [one] => one.as_str(),
+        _ => return Shape::Json,
+    };
+    let format = node.get("format").and_then(Node::as_str);
+    match ty {
+        "string" => Shape::Primitive(match format {
+            Some("uuid") => TypeRef::Uuid,
+            Some("date-time") => TypeRef::DateTime,
+            Some("date") => TypeRef::Date,
+            _ => TypeRef::String,
+        }),
+        "integer" => Shape::Primitive(match format {
+            Some("int32") => TypeRef::I32,
+            _ => TypeRef::I64,
+        }),
+        "number" => Shape::Primitive(TypeRef::F64),
+        "boolean" => Shape::Primitive(TypeRef::Bool),
+        "array" => Shape::Array(node.get("items")),
+        "object" => {
+            let has_properties = node
+                .get("properties")
+                .and_then(Node::as_map)
+                .is_some_and(|m| !m.is_empty());
+            if has_properties {
+                return Shape::Defined;
+            }
+            match node.get("additionalProperties") {
+                Some(n) if n.as_bool() == Some(false) => Shape::Defined,
+                Some(n) if n.as_map().is_some_and(|m| !m.is_empty()) => Shape::Map(Some(n)),
+                _ => Shape::Map(None),
+            }
+        }
+        _ => Shape::Json,
+    }
+}
+
+/// The non-null `type`s of a schema (`type: [string, "null"]` → `[string]`).
+fn types_of(node: &Node) -> Vec<String> {
+    match node.get("type").map(|t| &t.value) {
+        Some(Value::Str(s)) if s != "null" => vec![s.clone()],
+        Some(Value::Seq(items)) => items
+            .iter()
+            .filter_map(Node::as_str)
+            .filter(|s| *s != "null")
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a schema admits `null` (3.0 `nullable: true`, 3.1 `type: [T, "null"]`, or an enum
+/// listing `null`).
+pub fn is_nullable(node: &Node) -> bool {
+    if node.get("nullable").and_then(Node::as_bool) == Some(true) {
+        return true;
+    }
+    if let Some(Value::Seq(items)) = node.get("type").map(|t| &t.value) {
+        return items.iter().any(|i| i.as_str() == Some("null"));
+    }
+    node.get("enum")
+        .and_then(Node::as_seq)
+        .is_some_and(|values| values.iter().any(|v| v.value == Value::Null))
+}
+
+fn is_null(node: &Node) -> bool {
+    node.get("type").and_then(Node::as_str) == Some("null")
+        || node
+            .get("enum")
+            .and_then(Node::as_seq)
+            .is_some_and(|v| v.len() == 1 && v[0].value == Value::Null)
+}
+
+fn union_members(node: &Node) -> Option<Vec<&Node>> {
+    let members = node
+        .get("oneOf")
+        .or_else(|| node.get("anyOf"))
+        .and_then(Node::as_seq)?;
+    Some(members.iter().collect())
+}
+
+/// The values of a string enum, when the schema is one.
+fn string_enum(node: &Node) -> Option<Vec<String>> {
+    let values = node.get("enum").and_then(Node::as_seq)?;
+    let types = types_of(node);
+    if !(types.is_empty() || types == ["string"]) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for v in values {
+        match &v.value {
+            Value::Str(s) => {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+            Value::Null => {}
+            _ => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn properties_of(node: &Node) -> Vec<(&String, &Node)> {
+    node.get("properties")
+        .and_then(Node::as_map)
+        .map(|m| m.entries().iter().map(|(k, v)| (&k.text, v)).collect())
+        .unwrap_or_default()
+}
+
+fn required_of(node: &Node) -> BTreeSet<String> {
+    node.get("required")
+        .and_then(Node::as_seq)
+        .map(|r| {
+            r.iter()
+                .filter_map(Node::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A schema's `description`, else its `title`.
+pub fn description(node: &Node) -> Option<String> {
+    node.get("description")
+        .or_else(|| node.get("title"))
+        .and_then(Node::as_str)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn primitive_label(ty: &TypeRef) -> Option<String> {
+    Some(
+        match ty {
+            TypeRef::String => "String",
+            TypeRef::Bool => "Bool",
+            TypeRef::I32 => "I32",
+            TypeRef::I64 => "I64",
+            TypeRef::F64 => "F64",
+            TypeRef::Uuid => "Uuid",
+            TypeRef::DateTime => "DateTime",
+            TypeRef::Date => "Date",
+            TypeRef::Json => "Json",
+            TypeRef::Vec(_) => "Array",
+            TypeRef::Map(_) => "Map",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+/// Boxes every by-value use of a named type that leads back to the type using it (directly or
+/// through other types), so that recursive schemas have a finite size.
+fn box_recursion(defs: &mut BTreeMap<String, TypeDef>) {
+    break_alias_cycles(defs);
+    let edges: BTreeMap<String, BTreeSet<String>> = defs
+        .iter()
+        .map(|(name, def)| (name.clone(), by_value_uses(def)))
+        .collect();
+    let reaches = |from: &str, to: &str| -> bool {
+        let mut stack = vec![from.to_string()];
+        let mut seen = BTreeSet::new();
+        while let Some(n) = stack.pop() {
+            if n == to {
+                return true;
+            }
+            if !seen.insert(n.clone()) {
+                continue;
+            }
+            if let Some(next) = edges.get(&n) {
+                stack.extend(next.iter().cloned());
+            }
+        }
+        false
+    };
+    let mut to_box: Vec<(String, String)> = Vec::new();
+    for (name, uses) in &edges {
+        for used in uses {
+            if reaches(used, name) {
+                to_box.push((name.clone(), used.clone()));
+            }
+        }
+    }
+    for (name, used) in to_box {
+        let Some(def) = defs.get_mut(&name) else {
+            continue;
+        };
+        match &mut def.kind {
+            TypeKind::Struct { fields, .. } => {
+                for field in fields {
+                    field.ty = boxed(&field.ty, &used);
+                }
+            }
+            TypeKind::Union { variants, .. } => {
+                for variant in variants {
+                    variant.ty = boxed(&variant.ty, &used);
+                }
+            }
+            TypeKind::Alias(target) => *target = boxed(target, &used),
+            TypeKind::StringEnum { .. } => {}
+        }
+    }
+}
+
+fn boxed(ty: &TypeRef, name: &str) -> TypeRef {
+    match ty {
+        TypeRef::Named(n) if n == name => TypeRef::Boxed(Box::new(ty.clone())),
+        TypeRef::Option(inner) => TypeRef::Option(Box::new(boxed(inner, name))),
+        other => other.clone(),
+    }
+}
+
+/// Named types a definition holds by value (not behind `Vec`, a map or a `Box`).
+fn by_value_uses(def: &TypeDef) -> BTreeSet<String> {
+    fn direct(ty: &TypeRef, out: &mut BTreeSet<String>) {
+        match ty {
+            TypeRef::Named(n) => {
+                out.insert(n.clone());
+            }
+            TypeRef::Option(inner) => direct(inner, out),
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    match &def.kind {
+        TypeKind::Struct { fields, .. } => fields.iter().for_each(|f| direct(&f.ty, &mut out)),
+        TypeKind::Union { variants, .. } => variants.iter().for_each(|v| direct(&v.ty, &mut out)),
+        TypeKind::Alias(t) => direct(t, &mut out),
+        TypeKind::StringEnum { .. } => {}
+    }
+    out
+}
+
+/// A type alias that expands to itself (`type A = Vec<A>`) is not Rust; such aliases become
+/// `serde_json::Value`.
+fn break_alias_cycles(defs: &mut BTreeMap<String, TypeDef>) {
+    fn all_named(ty: &TypeRef, out: &mut BTreeSet<String>) {
+        match ty {
+            TypeRef::Named(n) => {
+                out.insert(n.clone());
+            }
+            TypeRef::Vec(t) | TypeRef::Map(t) | TypeRef::Option(t) | TypeRef::Boxed(t) => {
+                all_named(t, out)
+            }
+            _ => {}
+        }
+    }
+    let aliases: BTreeMap<String, BTreeSet<String>> = defs
+        .iter()
+        .filter_map(|(name, def)| match &def.kind {
+            TypeKind::Alias(t) => {
+                let mut out = BTreeSet::new();
+                all_named(t, &mut out);
+                Some((name.clone(), out))
+            }
+            _ => None,
+        })
+        .collect();
+    let cyclic: Vec<String> = aliases
+        .keys()
+        .filter(|start| {
+            let mut stack: Vec<&String> = aliases[*start].iter().collect();
+            let mut seen = BTreeSet::new();
+            while let Some(n) = stack.pop() {
+                if n == *start {
+                    return true;
+                }
+                if seen.insert(n.clone())
+                    && let Some(next) = aliases.get(n)
+                {
+                    stack.extend(next.iter());
+                }
+            }
+            false
+        })
+        .cloned()
+        .collect();
+    for name in cyclic {
+        if let Some(def) = defs.get_mut(&name) {
+            def.kind = TypeKind::Alias(TypeRef::Json);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `idemgen scaffold`: a skeleton `impl` of the handler trait, rendered from the askama template
+//! `templates/scaffold.rs.askama`. The skeleton is the user's file: it is written once and never
+//! regenerated (the CLI refuses to overwrite it without `--force`).
+
+use askama::Template;
+
+use crate::ir::Api;
+use crate::ir::names::is_keyword;
+
+/// One trait method pair in the skeleton.
+#[derive(Debug, Clone)]
+pub struct ScaffoldOperation {
+    /// The operationId.
+    pub id: String,
+    /// `POST /widgets`.
+    pub label: String,
+    /// The authorization method's name.
+    pub authorize: String,
+    /// The handler method's name.
+    pub method: String,
+    /// The request type.
+    pub request: String,
+    /// The response type.
+    pub response: String,
+    /// Whether the handler gets a transaction handle.
+    pub idempotent: bool,
+}
+
+#[derive(Template)]
+#[template(path = "scaffold.rs.askama", escape = "none")]
+struct Skeleton<'a> {
+    title: &'a str,
+    module: &'a str,
+    service: String,
+    trait_name: &'a str,
+    has_idempotent: bool,
+    operations: Vec<ScaffoldOperation>,
+}
+
+fn raw(name: &str) -> String {
+    if is_keyword(name) {
+        format!("r#{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
+pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
+    let service = match api.trait_name.strip_suffix("Api") {
+        Some(base) if !base.is_empty() => format!("{base}Service"),
+        _ => format!("{}Service", api.trait_name),
+    };
+    let operations = api
+        .operations
+        .iter()
+        .map(|op| ScaffoldOperation {
+            id: op.id.clone(),
+            label: format!("{} {}", op.http_method.to_ascii_uppercase(), op.path),
+            authorize: raw(&op.authorize_method),
+            method: raw(&op.method),
+            request: format!("{}Request", op.name),
+            response: format!("{}Response", op.name),
+            idempotent: op.idempotent,
+        })
+        .collect();
+    Skeleton {
+        title: &api.title,
+        module,
+        service,
+        trait_name: &api.trait_name,
+        has_idempotent: api.operations.iter().any(|op| op.idempotent),
+        operations,
+    }
+    .render()
+}
