@@ -506,3 +506,161 @@ async fn separate_claim_duplicates_hold_no_connection() {
         "the unrelated request found a free connection: {latency:?}"
     );
 }
+
+/// PostgreSQL restarts (immediate shutdown, as a crash) twice while 16 clients keep creating
+/// records, retrying with the same key on 503 / 504 / 409. Afterwards every key has exactly one
+/// write with a completed record holding that write's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restart_under_load() {
+    use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
+    const CLIENTS: usize = 16;
+    const KEYS_PER_CLIENT: usize = 10;
+    // A cluster of this test's own, so restarting it disturbs no other test.
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(&ClusterOptions::default()))
+        .await
+        .unwrap()
+        .expect("a dedicated cluster");
+    let cluster = Arc::new(cluster);
+    let db = TestDb::on_cluster(&cluster).await.expect("database");
+    let direct = db.pool(2).await.unwrap();
+    idemgen_runtime::migrate(&mut *direct.acquire().await.unwrap())
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .execute(&direct)
+        .await
+        .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(db.options.clone())
+        .await
+        .unwrap();
+    let exec = Executor::new(
+        PgStore::new(pool),
+        ExecutorConfig {
+            strategy: Strategy::SeparateClaim,
+            // Claims orphaned by the crash are taken over by the retry.
+            stale_claim: Duration::from_millis(400),
+            in_flight_wait: Duration::from_millis(200),
+            ..ExecutorConfig::default()
+        },
+    );
+    let restarted = Arc::new(AtomicBool::new(false));
+    let restarts = {
+        let (cluster, restarted) = (cluster.clone(), restarted.clone());
+        tokio::spawn(async move {
+            for pause in [200, 500] {
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                let c = cluster.clone();
+                tokio::task::spawn_blocking(move || c.restart_immediate())
+                    .await
+                    .unwrap()
+                    .expect("restart");
+            }
+            restarted.store(true, Ordering::SeqCst);
+        })
+    };
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (exec, restarted) = (exec.clone(), restarted.clone());
+            tokio::spawn(async move {
+                let mut seen: Vec<u16> = Vec::new();
+                let mut handler_errors: Vec<String> = Vec::new();
+                let mut k = 0;
+                // At least KEYS_PER_CLIENT keys, and keep creating until both restarts are over.
+                while k < KEYS_PER_CLIENT || !restarted.load(Ordering::SeqCst) {
+                    k += 1;
+                    let label = format!("r-{c}-{k}");
+                    let req = request(scope("alice", &label), json!({"k": k}), 1);
+                    let mut tries = 0;
+                    loop {
+                        tries += 1;
+                        assert!(tries <= 300, "{label} never converged");
+                        let writer = pg_slow_id_writer(label.clone(), Duration::from_millis(20));
+                        match exec.execute(req.clone(), writer).await {
+                            Ok(_) => break,
+                            Err(ExecuteError::Problem(p)) => seen.push(p.kind().status().as_u16()),
+                            // The handler's own query failed (its connection died).
+                            Err(ExecuteError::Handler(e)) => handler_errors.push(e),
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                (seen, handler_errors, k)
+            })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let mut handler_errors = Vec::new();
+    let mut keys = 0;
+    for c in clients {
+        let (seen, errors, created) = tokio::time::timeout(Duration::from_secs(60), c)
+            .await
+            .expect("clients finish")
+            .unwrap();
+        for s in seen {
+            *statuses.entry(s).or_default() += 1;
+        }
+        handler_errors.extend(errors);
+        keys += created;
+    }
+    restarts.await.unwrap();
+    // The only problems: store unavailable, outcome unknown, in flight.
+    for status in statuses.keys() {
+        assert!(
+            [503, 504, 409].contains(status),
+            "unexpected status {status}: {statuses:?}"
+        );
+    }
+    // A handler whose query fails mid-outage is the handler's error (the generated code answers
+    // 500 for it); every one of them is a lost connection, never anything else.
+    for e in &handler_errors {
+        let e = e.to_lowercase();
+        assert!(
+            [
+                "connection",
+                "terminat",
+                "shutdown",
+                "closed",
+                "broken pipe",
+                "reset",
+                "eof",
+                "i/o",
+                "io error"
+            ]
+            .iter()
+            .any(|w| e.contains(w)),
+            "handler error not caused by the outage: {e}"
+        );
+    }
+    let direct = db.pool(2).await.unwrap();
+    assert!(pg_duplicates(&direct).await.is_empty(), "no duplicates");
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM business_writes b
+          WHERE NOT EXISTS (SELECT 1 FROM idempotency_records r
+                             WHERE r.idempotency_key = b.label AND r.state = 'completed'
+                               AND r.response_body = convert_to('write ' || b.id, 'UTF8'))",
+    )
+    .fetch_one(&direct)
+    .await
+    .unwrap();
+    assert_eq!(
+        orphans, 0,
+        "every write has the completed record of its result"
+    );
+    let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    assert_eq!(writes as usize, keys, "every key: one write");
+    let faults = statuses.get(&503).copied().unwrap_or(0)
+        + statuses.get(&504).copied().unwrap_or(0)
+        + handler_errors.len();
+    eprintln!(
+        "restart under load: {keys} keys, 2 restarts, problems by status {statuses:?}, \
+         handler errors from lost connections {}, duplicates 0",
+        handler_errors.len()
+    );
+    assert!(faults > 0, "the restarts were felt");
+}
