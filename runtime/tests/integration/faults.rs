@@ -523,7 +523,7 @@ async fn postgres_restart_under_load() {
     let cluster = Arc::new(cluster);
     let db = TestDb::on_cluster(&cluster).await.expect("database");
     let direct = db.pool(2).await.unwrap();
-    idemgen_runtime::migrate(&mut *direct.acquire().await.unwrap())
+    idemgen_runtime::migrate(&mut direct.acquire().await.unwrap())
         .await
         .unwrap();
     sqlx::query("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
