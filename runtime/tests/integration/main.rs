@@ -29,3 +29,6 @@ mod durability;
 
 /// Random schedules of attempts, takeovers, failures, panics, zombies and orphaned claims.
 mod interleavings;
+
+/// The Promela model of the protocol, checked with spin (and its broken variants caught).
+mod model;
