@@ -513,7 +513,7 @@ pub fn codec(op: &OperationIr) -> TokenStream {
         .or_else(|| success.iter().find(|r| r.status == StatusKey::Default));
     let range_arm = range.map(|r| {
         let build = rebuild(r);
-        quote!(200..=299 => ::std::result::Result::Ok(#build),)
+        quote!(status if (200..=299).contains(&status) => ::std::result::Result::Ok(#build),)
     });
     let stored_used = !success.is_empty();
     let stored = if stored_used {

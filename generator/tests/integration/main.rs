@@ -1,5 +1,9 @@
 //! The one integration-test binary of `idemgen` (one link, shared helpers).
 
+/// `idemgen build`: snapshots of the generated code, determinism, the compile crate, the lock.
+mod build;
+/// `build --check`, `scaffold` and `fingerprint` on the command line.
+mod build_cli;
 /// Exit codes and output of the `idemgen` binary.
 mod cli;
 /// Shared helpers: fixture paths, running `check`.

@@ -2,5 +2,6 @@
 //! crate compiles them.
 
 
+pub mod shapes;
 pub mod widgets;
 pub mod widgets_scaffold;

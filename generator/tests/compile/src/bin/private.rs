@@ -1,11 +1,11 @@
 //! The generated modules included privately, as a binary crate would: unused items must not warn.
 
-
-
+#[path = "../shapes/mod.rs"]
+mod shapes;
 #[path = "../widgets/mod.rs"]
 mod widgets;
 
 fn main() {
     let _ = widgets::RouterConfig::default();
-
+    let _ = shapes::RouterConfig::default();
 }

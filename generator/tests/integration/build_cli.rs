@@ -1,0 +1,160 @@
+//! The `build`, `scaffold` and `fingerprint` commands: exit codes and what they print.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn idemgen(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idemgen"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run idemgen");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn build_check_passes_on_committed_output_and_fails_on_drift() {
+    let ok = idemgen(
+        &[
+            "build",
+            "tests/fixtures/build/widgets/openapi.yaml",
+            "--out",
+            "tests/compile/src/widgets",
+            "--check",
+        ],
+        None,
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert_eq!(text(&ok.stdout), "up to date\n");
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("openapi.yaml");
+    std::fs::copy("tests/fixtures/build/widgets/openapi.yaml", &spec).unwrap();
+    let out = dir.path().join("api");
+    let (spec, out) = (spec.to_str().unwrap(), out.to_str().unwrap());
+    let drift = idemgen(&["build", spec, "--out", out, "--check"], None);
+    assert_eq!(drift.status.code(), Some(1));
+    let stderr = text(&drift.stderr);
+    assert!(
+        stderr.contains("missing: ")
+            && stderr.contains("mod.rs")
+            && stderr.contains("idemgen.lock"),
+        "{stderr}"
+    );
+    assert!(!Path::new(out).exists(), "--check writes nothing");
+
+    let built = idemgen(&["build", spec, "--out", out], None);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+    assert!(text(&built.stdout).contains("wrote "));
+    assert_eq!(
+        idemgen(&["build", spec, "--out", out, "--check"], None)
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn build_refuses_specs_with_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("api");
+    let output = idemgen(
+        &[
+            "build",
+            "tests/fixtures/rules/idempotency-key-missing.yaml",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("error[idempotency-key-missing]"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("not generating code"), "{stderr}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn scaffold_never_overwrites_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("service.rs");
+    let file = file.to_str().unwrap();
+    let spec = "tests/fixtures/build/widgets/openapi.yaml";
+    let first = idemgen(&["scaffold", spec, "--out", file], None);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    std::fs::write(file, "// mine\n").unwrap();
+    let again = idemgen(&["scaffold", spec, "--out", file], None);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "// mine\n");
+    let forced = idemgen(&["scaffold", spec, "--out", file, "--force"], None);
+    assert_eq!(forced.status.code(), Some(0));
+    assert!(
+        std::fs::read_to_string(file)
+            .unwrap()
+            .contains("impl WidgetsApi for WidgetsService")
+    );
+}
+
+/// Every `hs1-vector` block of protocol.md, through the command line.
+#[test]
+fn fingerprint_matches_the_protocol_vectors() {
+    let protocol = std::fs::read_to_string("../protocol.md").unwrap();
+    let vectors: Vec<serde_json::Value> = protocol
+        .split("```json hs1-vector\n")
+        .skip(1)
+        .map(|block| serde_json::from_str(block.split("```").next().unwrap()).unwrap())
+        .collect();
+    assert!(vectors.len() >= 7);
+    for v in vectors {
+        let input = serde_json::to_string(&v["input"]).unwrap();
+        let version = v["version"].to_string();
+        let output = idemgen(
+            &[
+                "fingerprint",
+                "--operation",
+                v["operation"].as_str().unwrap(),
+                "--version",
+                &version,
+            ],
+            Some(&input),
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        assert_eq!(
+            text(&output.stdout).trim(),
+            v["fingerprint"].as_str().unwrap(),
+            "{input}"
+        );
+    }
+    let bad = idemgen(
+        &["fingerprint", "--operation", "x", "--version", "1"],
+        Some("{nope"),
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    let zero = idemgen(
+        &["fingerprint", "--operation", "x", "--version", "0"],
+        Some("{}"),
+    );
+    assert_eq!(zero.status.code(), Some(2));
+}
