@@ -1,7 +1,9 @@
 //! The generated modules of the fixture specs, and the scaffold of one, compiled as a user's
-//! crate compiles them.
+//! crate compiles them. Generated modules are declared `#[rustfmt::skip]`: they are formatted by
+//! idemgen (prettyplease), and `cargo fmt` must neither rewrite them nor fail on them.
 
-
+#[rustfmt::skip]
 pub mod shapes;
+#[rustfmt::skip]
 pub mod widgets;
 pub mod widgets_scaffold;

@@ -20,7 +20,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: &CreateWidgetRequest,
     ) -> Result<(), Problem> {
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("`createWidget` is not authorized yet"))
+        // Deny until you decide who may attempt `createWidget`.
+        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `createWidget` (POST /widgets): write through `tx` only; a 2xx answer is stored and replayed.
@@ -30,7 +31,8 @@ impl WidgetsApi for WidgetsService {
         _tx: &mut TxHandle<<Self::Store as Store>::Tx>,
         _request: CreateWidgetRequest,
     ) -> Result<CreateWidgetResponse, HandlerError> {
-        Err(HandlerError::msg("`createWidget` is not implemented"))
+        // Answered as an opaque 500 problem; the message is logged.
+        Err(HandlerError::msg("createWidget is not implemented"))
     }
 
     /// May `principal` attempt `listWidgets`? Runs on every attempt, replays included.
@@ -39,7 +41,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: &ListWidgetsRequest,
     ) -> Result<(), Problem> {
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("`listWidgets` is not authorized yet"))
+        // Deny until you decide who may attempt `listWidgets`.
+        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `listWidgets` (GET /widgets).
@@ -48,7 +51,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: ListWidgetsRequest,
     ) -> Result<ListWidgetsResponse, HandlerError> {
-        Err(HandlerError::msg("`listWidgets` is not implemented"))
+        // Answered as an opaque 500 problem; the message is logged.
+        Err(HandlerError::msg("listWidgets is not implemented"))
     }
 
     /// May `principal` attempt `getWidget`? Runs on every attempt, replays included.
@@ -57,7 +61,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: &GetWidgetRequest,
     ) -> Result<(), Problem> {
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("`getWidget` is not authorized yet"))
+        // Deny until you decide who may attempt `getWidget`.
+        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `getWidget` (GET /widgets/{id}).
@@ -66,7 +71,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: GetWidgetRequest,
     ) -> Result<GetWidgetResponse, HandlerError> {
-        Err(HandlerError::msg("`getWidget` is not implemented"))
+        // Answered as an opaque 500 problem; the message is logged.
+        Err(HandlerError::msg("getWidget is not implemented"))
     }
 
     /// May `principal` attempt `deleteWidget`? Runs on every attempt, replays included.
@@ -75,7 +81,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: &DeleteWidgetRequest,
     ) -> Result<(), Problem> {
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("`deleteWidget` is not authorized yet"))
+        // Deny until you decide who may attempt `deleteWidget`.
+        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `deleteWidget` (DELETE /widgets/{id}).
@@ -84,7 +91,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: DeleteWidgetRequest,
     ) -> Result<DeleteWidgetResponse, HandlerError> {
-        Err(HandlerError::msg("`deleteWidget` is not implemented"))
+        // Answered as an opaque 500 problem; the message is logged.
+        Err(HandlerError::msg("deleteWidget is not implemented"))
     }
 
     /// May `principal` attempt `publishWidget`? Runs on every attempt, replays included.
@@ -93,7 +101,8 @@ impl WidgetsApi for WidgetsService {
         _principal: &Principal,
         _request: &PublishWidgetRequest,
     ) -> Result<(), Problem> {
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("`publishWidget` is not authorized yet"))
+        // Deny until you decide who may attempt `publishWidget`.
+        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `publishWidget` (POST /widgets/{id}/publish): write through `tx` only; a 2xx answer is stored and replayed.
@@ -103,6 +112,7 @@ impl WidgetsApi for WidgetsService {
         _tx: &mut TxHandle<<Self::Store as Store>::Tx>,
         _request: PublishWidgetRequest,
     ) -> Result<PublishWidgetResponse, HandlerError> {
-        Err(HandlerError::msg("`publishWidget` is not implemented"))
+        // Answered as an opaque 500 problem; the message is logged.
+        Err(HandlerError::msg("publishWidget is not implemented"))
     }
 }
