@@ -14,6 +14,9 @@ use crate::problem::{Problem, ProblemKind};
 pub struct Principal {
     /// The stable identity of the caller (a user or client id), never a client-supplied value.
     pub owner: String,
+    /// What the credentials used for this request allow, as the authenticator names it (for
+    /// the generated `authorize_*` methods). Not part of the key's scope.
+    pub roles: Vec<String>,
 }
 
 impl Principal {
@@ -21,7 +24,19 @@ impl Principal {
     pub fn new(owner: impl Into<String>) -> Principal {
         Principal {
             owner: owner.into(),
+            roles: Vec::new(),
         }
+    }
+
+    /// The same principal with one more role.
+    pub fn with_role(mut self, role: impl Into<String>) -> Principal {
+        self.roles.push(role.into());
+        self
+    }
+
+    /// Whether the principal has `role`.
+    pub fn has_role(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
     }
 }
 

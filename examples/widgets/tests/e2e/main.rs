@@ -1,0 +1,17 @@
+//! End-to-end tests of the widgets service: the real binary, real PostgreSQL, real HTTP on
+//! loopback.
+
+/// Starting and stopping server processes on a fresh database; an HTTP client.
+mod support;
+
+/// The README walkthrough, step by step.
+mod walkthrough;
+
+/// Concurrency: storms of identical creates on one and two server processes; publish retries.
+mod storms;
+
+/// A server killed with SIGKILL in the middle of a write, restarted, and retried.
+mod crash;
+
+/// Owners, authorization and limits.
+mod isolation;

@@ -1,0 +1,188 @@
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use idemgen_testdb::TestDb;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// A widgets server process.
+pub struct Server {
+    pub base: String,
+    child: Child,
+    env: Vec<(String, String)>,
+    port: u16,
+}
+
+impl Server {
+    /// Starts the binary on a free loopback port against `db`, with extra environment.
+    pub async fn start(db: &TestDb, extra: &[(&str, &str)]) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut env: Vec<(String, String)> = vec![
+            ("DATABASE_URL".into(), db.url.clone()),
+            (
+                "WIDGETS_TOKENS".into(),
+                "tok1=alice,tok2=bob,tok3=carol:readonly".into(),
+            ),
+            ("RUST_LOG".into(), "warn".into()),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Self::spawn(env, port).await
+    }
+
+    async fn spawn(env: Vec<(String, String)>, port: u16) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_widgets"));
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("WIDGETS_LISTEN", format!("127.0.0.1:{port}"))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        let child = cmd.spawn().expect("starting the widgets binary");
+        let server = Server {
+            base: format!("http://127.0.0.1:{port}"),
+            child,
+            env,
+            port,
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = reqwest::Client::new();
+        loop {
+            let ok = client
+                .get(format!("{}/widgets", self.base))
+                .bearer_auth("tok1")
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == StatusCode::OK);
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the widgets server did not become ready"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Kills the process with SIGKILL (no draining, no cleanup).
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaping");
+    }
+
+    /// Starts the same server again (same port and environment), with overrides.
+    pub async fn restart(mut self, overrides: &[(&str, &str)]) -> Server {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut env = std::mem::take(&mut self.env);
+        for (k, v) in overrides {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.to_string(), v.to_string()));
+        }
+        Self::spawn(env, self.port).await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+
+    /// The problem `code` of an error answer.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+/// Sends a request; `key` and `token` become headers when given.
+pub async fn call(
+    client: &reqwest::Client,
+    base: &str,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> Answer {
+    let mut req = client.request(method, format!("{base}{path}"));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(k) = key {
+        req = req.header("Idempotency-Key", k);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.expect("HTTP request");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+pub async fn create(base: &str, token: &str, key: &str, body: Value) -> Answer {
+    call(
+        &reqwest::Client::new(),
+        base,
+        Method::POST,
+        "/widgets",
+        Some(token),
+        Some(key),
+        Some(body),
+    )
+    .await
+}
+
+/// A fresh database (the server applies the migrations at start).
+pub async fn fresh_db() -> TestDb {
+    TestDb::new().await.expect("test database")
+}
+
+pub async fn count(db: &TestDb, sql: &str) -> i64 {
+    let mut conn = db.connect().await.unwrap();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+}
