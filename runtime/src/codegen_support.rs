@@ -334,9 +334,11 @@ pub fn respond(
 
 fn handler_failed(operation: &'static str, e: &HandlerError) -> (&'static str, Response) {
     tracing::error!(operation, error = %e, "handler failed");
+    // 503 when the database was unreachable (nothing committed), else 500; the cause is logged
+    // above and never sent.
     (
         "handler_error",
-        Problem::new(ProblemKind::Internal).into_response(),
+        Problem::new(e.to_problem().kind()).into_response(),
     )
 }
 

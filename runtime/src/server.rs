@@ -60,9 +60,22 @@ impl HandlerError {
         HandlerError(message.into().into())
     }
 
-    /// The 500 problem a client receives for this failure; the cause goes to the log text only.
+    /// The problem a client receives for this failure: 503 when the database could not be
+    /// reached (nothing was committed; retry with the same key), else 500. The cause goes to the
+    /// log text only.
     pub fn to_problem(&self) -> Problem {
-        Problem::new(ProblemKind::Internal).with_internal(self.0.to_string())
+        let unreachable = self.0.downcast_ref::<sqlx::Error>().is_some_and(|e| {
+            matches!(
+                crate::store::postgres::classify_ref(e),
+                crate::store::StoreError::Unavailable(_)
+            )
+        });
+        let kind = if unreachable {
+            ProblemKind::StoreUnavailable
+        } else {
+            ProblemKind::Internal
+        };
+        Problem::new(kind).with_internal(self.0.to_string())
     }
 }
 
@@ -138,6 +151,15 @@ mod tests {
                 .contains("widgets_pkey")
         );
         assert!(p.internal().unwrap().contains("widgets_pkey"));
+    }
+
+    #[test]
+    fn lost_database_connections_are_503() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let e = HandlerError::from(sqlx::Error::Io(io));
+        assert_eq!(e.to_problem().kind(), ProblemKind::StoreUnavailable);
+        let e = HandlerError::from(sqlx::Error::RowNotFound);
+        assert_eq!(e.to_problem().kind(), ProblemKind::Internal);
     }
 
     #[test]

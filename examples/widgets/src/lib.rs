@@ -38,7 +38,22 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
         .await
         .context("widgets migrations")?;
     drop(conn);
-    let store = PgStore::new(pool.clone());
+    // Claims get their own small pool, so duplicates get their 409 promptly even while every
+    // business connection is busy; their commits skip the WAL flush (protocol.md, "Durability of
+    // claims": the business commit's flush makes them durable).
+    let claim_pool = PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(5))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(&mut *conn, "SET synchronous_commit = off").await?;
+                Ok(())
+            })
+        })
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .context("connecting the claim pool")?;
+    let store = PgStore::new(pool.clone()).with_claim_pool(claim_pool);
     let executor = Executor::new(
         store,
         ExecutorConfig {

@@ -33,7 +33,10 @@ impl PgTx {
 }
 
 impl PgStore {
-    /// A store on a pool connected to the writer.
+    /// A store on a pool connected to the writer. Claims share that pool: when every connection
+    /// is busy with slow business transactions, a duplicate's claim queues behind them instead of
+    /// answering 409 at once. Give claims their own small pool with
+    /// [`PgStore::with_claim_pool`] to keep duplicates prompt under pool exhaustion.
     pub fn new(pool: PgPool) -> PgStore {
         PgStore {
             claim_pool: pool.clone(),
@@ -79,7 +82,12 @@ impl PgStore {
 
 /// Maps a driver error to a [`StoreError`]; the driver text stays in the error for logs only.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    match &e {
+    classify_ref(&e)
+}
+
+/// [`classify`] without taking ownership.
+pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
+    match e {
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             if code == "55P03" {
