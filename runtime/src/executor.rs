@@ -291,70 +291,7 @@ impl<S: Store> Executor<S> {
                 return Err(unavailable(e).into());
             }
         };
-        let mut handle = TxHandle {
-            tx,
-            resource_ref: None,
-        };
-        let result = handler(&mut handle).await;
-        let TxHandle {
-            mut tx,
-            resource_ref,
-        } = handle;
-        let response = match result {
-            Ok(response) => response,
-            Err(e) => {
-                let _ = self.store.rollback(tx).await;
-                self.release_quiet(&request.scope, token).await;
-                return Err(ExecuteError::Handler(e));
-            }
-        };
-        let stored = match self.encode(&request, &response) {
-            Ok(Some(stored)) => stored,
-            Ok(None) => {
-                let _ = self.store.rollback(tx).await;
-                self.release_quiet(&request.scope, token).await;
-                return Ok(Outcome {
-                    response,
-                    disposition: Disposition::NotStored,
-                });
-            }
-            Err(problem) => {
-                let _ = self.store.rollback(tx).await;
-                self.release_quiet(&request.scope, token).await;
-                return Err(problem.into());
-            }
-        };
-        let retention = request.retention.or(self.config.retention);
-        let completed = self
-            .store
-            .complete(
-                &mut tx,
-                &request.scope,
-                token,
-                &stored,
-                resource_ref.as_deref(),
-                retention,
-            )
-            .await;
-        match completed {
-            Ok(true) => {}
-            Ok(false) => {
-                // Taken over while the handler ran: our write must never commit.
-                let _ = self.store.rollback(tx).await;
-                return self.after_takeover(&request).await;
-            }
-            Err(e) => {
-                let _ = self.store.rollback(tx).await;
-                self.release_quiet(&request.scope, token).await;
-                return Err(unavailable(e).into());
-            }
-        }
-        let disposition = if taken_over {
-            Disposition::TakenOver
-        } else {
-            Disposition::Executed
-        };
-        self.commit(&request, token, tx, response, disposition, true)
+        self.run_reserved(&request, token, tx, taken_over, true, handler)
             .await
     }
 
@@ -377,7 +314,7 @@ impl<S: Store> Executor<S> {
         };
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
-        let (mut tx, taken_over) = loop {
+        let (tx, taken_over) = loop {
             let mut tx = self.store.begin().await.map_err(unavailable)?;
             let wait = deadline.saturating_duration_since(Instant::now());
             match self.store.reserve_in_tx(&mut tx, &claim, wait).await {
@@ -400,36 +337,58 @@ impl<S: Store> Executor<S> {
                 }
             }
         };
+        self.run_reserved(&request, token, tx, taken_over, false, handler)
+            .await
+    }
+
+    /// Steps 2 to 4 of an attempt that holds the key: run the handler in `tx`, complete the
+    /// record guarded by the token, commit. `claim_committed`: the claim was committed apart from
+    /// `tx` (separate-claim strategy) and must be released when the attempt does not complete.
+    async fn run_reserved<R, E, F>(
+        &self,
+        request: &IdempotentRequest,
+        token: ClaimToken,
+        tx: S::Tx,
+        taken_over: bool,
+        claim_committed: bool,
+        handler: F,
+    ) -> Result<Outcome<R>, ExecuteError<E>>
+    where
+        R: ResponseCodec,
+        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+    {
         let mut handle = TxHandle {
             tx,
             resource_ref: None,
         };
         let result = handler(&mut handle).await;
-        let resource_ref = handle.resource_ref.take();
-        tx = handle.tx;
+        let TxHandle {
+            mut tx,
+            resource_ref,
+        } = handle;
         let response = match result {
             Ok(response) => response,
             Err(e) => {
-                let _ = self.store.rollback(tx).await;
+                self.abandon(tx, request, token, claim_committed).await;
                 return Err(ExecuteError::Handler(e));
             }
         };
-        let stored = match self.encode(&request, &response) {
+        let stored = match self.encode(request, &response) {
             Ok(Some(stored)) => stored,
             Ok(None) => {
-                let _ = self.store.rollback(tx).await;
+                self.abandon(tx, request, token, claim_committed).await;
                 return Ok(Outcome {
                     response,
                     disposition: Disposition::NotStored,
                 });
             }
             Err(problem) => {
-                let _ = self.store.rollback(tx).await;
+                self.abandon(tx, request, token, claim_committed).await;
                 return Err(problem.into());
             }
         };
         let retention = request.retention.or(self.config.retention);
-        match self
+        let completed = self
             .store
             .complete(
                 &mut tx,
@@ -439,15 +398,16 @@ impl<S: Store> Executor<S> {
                 resource_ref.as_deref(),
                 retention,
             )
-            .await
-        {
+            .await;
+        match completed {
             Ok(true) => {}
             Ok(false) => {
+                // Taken over while the handler ran: our write must never commit.
                 let _ = self.store.rollback(tx).await;
-                return self.after_takeover(&request).await;
+                return self.after_takeover(request).await;
             }
             Err(e) => {
-                let _ = self.store.rollback(tx).await;
+                self.abandon(tx, request, token, claim_committed).await;
                 return Err(unavailable(e).into());
             }
         }
@@ -456,8 +416,22 @@ impl<S: Store> Executor<S> {
         } else {
             Disposition::Executed
         };
-        self.commit(&request, token, tx, response, disposition, false)
+        self.commit(request, token, tx, response, disposition, claim_committed)
             .await
+    }
+
+    /// Rolls `tx` back and, when the claim was committed on its own, releases it.
+    async fn abandon(
+        &self,
+        tx: S::Tx,
+        request: &IdempotentRequest,
+        token: ClaimToken,
+        claim_committed: bool,
+    ) {
+        let _ = self.store.rollback(tx).await;
+        if claim_committed {
+            self.release_quiet(&request.scope, token).await;
+        }
     }
 
     /// Commits, reconciling a lost acknowledgement by reading the record back on the writer.
