@@ -1,5 +1,6 @@
 //! SIGKILL in the middle of a write, then a restart: the retry after the stale window creates
-//! exactly one row.
+//! exactly one row. SIGTERM in the middle of a write: the request is drained, then the process
+//! exits.
 
 use std::time::{Duration, Instant};
 
@@ -54,5 +55,56 @@ async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() 
         count(&db, "SELECT count(*) FROM widgets").await,
         1,
         "exactly one row"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_request_in_flight_before_exiting() {
+    let db = fresh_db().await;
+    let mut server = Server::start(&db, &[]).await;
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let base = server.base.clone();
+    let pending =
+        tokio::spawn(
+            async move { create(&base, "tok1", "drain-1", json!({"name": "Drained"})).await },
+        );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(
+        &db,
+        "SELECT count(*) FROM idempotency_records WHERE idempotency_key = 'drain-1'",
+    )
+    .await
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the claim never appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SIGTERM while the write waits on the lock; release the lock a little later.
+    let terminated = tokio::task::spawn_blocking(move || server.terminate_and_wait());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !terminated.is_finished(),
+        "the server waits for the request in flight"
+    );
+    lock_tx.rollback().await.unwrap();
+    let exited_cleanly = terminated.await.unwrap();
+    assert!(exited_cleanly, "the server exits 0 after draining");
+    let answer = pending
+        .await
+        .expect("the in-flight request was answered, not cut");
+    assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 1);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM idempotency_records WHERE state = 'completed'"
+        )
+        .await,
+        1
     );
 }

@@ -81,6 +81,28 @@ impl Server {
         self.child.wait().expect("reaping");
     }
 
+    /// Sends SIGTERM and waits (at most 20 s) for the process to exit; returns whether it exited
+    /// successfully.
+    pub fn terminate_and_wait(&mut self) -> bool {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill -TERM");
+        assert!(sent.success(), "SIGTERM could not be sent");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waiting") {
+                return status.success();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts the same server again (same port and environment), with overrides.
     pub async fn restart(mut self, overrides: &[(&str, &str)]) -> Server {
         let _ = self.child.kill();
