@@ -56,6 +56,9 @@ pub struct MemoryTx {
     effects: Vec<Effect>,
     completions: Vec<Completion>,
     reservations: Vec<Scope>,
+    /// Stale claims this transaction took over: (scope, previous token, previous claim time,
+    /// our token), restored if it rolls back, as PostgreSQL undoes an uncommitted UPDATE.
+    takeovers: Vec<(Scope, Option<ClaimToken>, Instant, ClaimToken)>,
     tombstones: Vec<(String, String, String)>,
 }
 
@@ -176,9 +179,17 @@ impl Store for MemoryStore {
                     .get(request.scope)
                     .is_some_and(|e| e.uncommitted && e.token != Some(request.token));
                 if !pending {
+                    let before = records.get(request.scope).map(|e| (e.token, e.claimed_at));
                     let outcome = Self::claim_locked(&mut records, request, true);
-                    if matches!(outcome, ClaimOutcome::Claimed { taken_over: false }) {
-                        tx.reservations.push(request.scope.clone());
+                    match (&outcome, before) {
+                        (ClaimOutcome::Claimed { taken_over: false }, _) => {
+                            tx.reservations.push(request.scope.clone());
+                        }
+                        (ClaimOutcome::Claimed { taken_over: true }, Some((token, at))) => {
+                            tx.takeovers
+                                .push((request.scope.clone(), token, at, request.token));
+                        }
+                        _ => {}
                     }
                     return Ok(outcome);
                 }
@@ -344,5 +355,53 @@ impl MemoryStore {
                 records.remove(scope);
             }
         }
+        for (scope, token, claimed_at, ours) in &tx.takeovers {
+            if let Some(e) = records.get_mut(scope)
+                && e.state == RecordState::Claimed
+                && e.token == Some(*ours)
+            {
+                e.token = *token;
+                e.claimed_at = *claimed_at;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::IdempotencyKey;
+
+    #[tokio::test]
+    async fn a_rolled_back_in_transaction_takeover_restores_the_old_claim() {
+        let store = MemoryStore::new();
+        let scope = Scope::new("alice", "op", IdempotencyKey::new("k").unwrap());
+        let fp = Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap();
+        let claim = |token| ClaimRequest {
+            scope: &scope,
+            fingerprint: &fp,
+            fingerprint_version: 1,
+            token,
+            stale_after: Duration::ZERO,
+        };
+        let first = ClaimToken::generate();
+        store.claim(&claim(first)).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        let second = ClaimToken::generate();
+        let outcome = store
+            .reserve_in_tx(&mut tx, &claim(second), Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(matches!(
+            outcome,
+            ClaimOutcome::Claimed { taken_over: true }
+        ));
+        store.rollback(tx).await.unwrap();
+        let record = store
+            .read(&scope, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.claim_token, Some(first), "the takeover was undone");
     }
 }
