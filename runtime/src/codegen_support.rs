@@ -352,9 +352,207 @@ fn log(operation: &'static str, owner: &str, outcome: &'static str, status: Stat
     );
 }
 
+/// Where a value sits in a request, for validation messages: `body.tags[2]`, `query.limit`.
+///
+/// Built on the stack as validation descends, so nothing is allocated unless a check fails.
+#[derive(Debug, Clone, Copy)]
+pub enum FieldPath<'a> {
+    /// The start: `body`, or a parameter such as `query.limit`.
+    Root(&'a str),
+    /// A property of an object.
+    Property(&'a FieldPath<'a>, &'a str),
+    /// An element of an array.
+    Index(&'a FieldPath<'a>, usize),
+}
+
+impl Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Root(name) => f.write_str(name),
+            FieldPath::Property(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// Generated request types whose schemas carry validation keywords (`minLength`, `maximum`,
+/// `minItems`, …) implement this; the generated extractors call it and answer `Err` with a 400
+/// problem before authorization and before any idempotency claim.
+pub trait Validate {
+    /// Checks the value against its schema's validation keywords; `Err` holds the client-facing
+    /// detail, naming the path of the first failing value.
+    fn validate(&self, path: &FieldPath<'_>) -> Result<(), String>;
+}
+
+/// A numeric bound of `minimum`/`maximum` (`exclusiveMinimum`/`exclusiveMaximum` make it
+/// exclusive: the 3.0 boolean form and the 3.1 numeric form both end here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// The value may equal the bound.
+    Inclusive(f64),
+    /// The value must differ from the bound.
+    Exclusive(f64),
+}
+
+/// `minLength`: at least `min` characters (Unicode scalar values, as JSON Schema counts).
+pub fn check_min_length(path: &FieldPath<'_>, value: &str, min: u64) -> Result<(), String> {
+    if (value.chars().count() as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} character{}",
+            plural(min)
+        ));
+    }
+    Ok(())
+}
+
+/// `maxLength`: at most `max` characters (Unicode scalar values).
+pub fn check_max_length(path: &FieldPath<'_>, value: &str, max: u64) -> Result<(), String> {
+    if value.chars().count() as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} character{}",
+            plural(max)
+        ));
+    }
+    Ok(())
+}
+
+/// `minimum` / `exclusiveMinimum`.
+pub fn check_minimum(path: &FieldPath<'_>, value: f64, bound: Bound) -> Result<(), String> {
+    match bound {
+        Bound::Inclusive(min) if value < min || value.is_nan() => {
+            Err(format!("{path}: must be at least {min}"))
+        }
+        Bound::Exclusive(min) if value <= min || value.is_nan() => {
+            Err(format!("{path}: must be greater than {min}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `maximum` / `exclusiveMaximum`.
+pub fn check_maximum(path: &FieldPath<'_>, value: f64, bound: Bound) -> Result<(), String> {
+    match bound {
+        Bound::Inclusive(max) if value > max || value.is_nan() => {
+            Err(format!("{path}: must be at most {max}"))
+        }
+        Bound::Exclusive(max) if value >= max || value.is_nan() => {
+            Err(format!("{path}: must be less than {max}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `multipleOf`: the quotient is an integer (within `f64` rounding, so that `0.3` is a
+/// multiple of `0.1`).
+pub fn check_multiple_of(path: &FieldPath<'_>, value: f64, factor: f64) -> Result<(), String> {
+    let quotient = value / factor;
+    let ok = quotient.is_finite()
+        && (quotient - quotient.round()).abs() <= 1e-9 * quotient.abs().max(1.0);
+    if !ok {
+        return Err(format!("{path}: must be a multiple of {factor}"));
+    }
+    Ok(())
+}
+
+/// `minItems`.
+pub fn check_min_items(path: &FieldPath<'_>, len: usize, min: u64) -> Result<(), String> {
+    if (len as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} item{}",
+            plural(min)
+        ));
+    }
+    Ok(())
+}
+
+/// `maxItems`.
+pub fn check_max_items(path: &FieldPath<'_>, len: usize, max: u64) -> Result<(), String> {
+    if len as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} item{}",
+            plural(max)
+        ));
+    }
+    Ok(())
+}
+
+/// `uniqueItems: true`: no two elements are equal (quadratic; request arrays are small, and
+/// not every element type can be hashed or ordered).
+pub fn check_unique_items<T: PartialEq>(path: &FieldPath<'_>, items: &[T]) -> Result<(), String> {
+    for (i, item) in items.iter().enumerate() {
+        if let Some(j) = items[..i].iter().position(|earlier| earlier == item) {
+            return Err(format!(
+                "{path}: items must be unique ([{j}] and [{i}] are equal)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `minProperties` (maps only).
+pub fn check_min_properties(path: &FieldPath<'_>, len: usize, min: u64) -> Result<(), String> {
+    if (len as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} propert{}",
+            if min == 1 { "y" } else { "ies" }
+        ));
+    }
+    Ok(())
+}
+
+/// `maxProperties` (maps only).
+pub fn check_max_properties(path: &FieldPath<'_>, len: usize, max: u64) -> Result<(), String> {
+    if len as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} propert{}",
+            if max == 1 { "y" } else { "ies" }
+        ));
+    }
+    Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_messages_name_the_path() {
+        let body = FieldPath::Root("body");
+        let tags = FieldPath::Property(&body, "tags");
+        let tag = FieldPath::Index(&tags, 2);
+        assert_eq!(tag.to_string(), "body.tags[2]");
+        // Characters, not bytes: "é" is one character, two bytes.
+        assert!(check_max_length(&tag, "éé", 2).is_ok());
+        assert_eq!(
+            check_min_length(&FieldPath::Property(&body, "name"), "", 1).unwrap_err(),
+            "body.name: must have at least 1 character"
+        );
+        let limit = FieldPath::Root("query.limit");
+        assert!(check_minimum(&limit, 1.0, Bound::Inclusive(1.0)).is_ok());
+        assert_eq!(
+            check_minimum(&limit, 1.0, Bound::Exclusive(1.0)).unwrap_err(),
+            "query.limit: must be greater than 1"
+        );
+        assert_eq!(
+            check_maximum(&limit, 101.0, Bound::Inclusive(100.0)).unwrap_err(),
+            "query.limit: must be at most 100"
+        );
+        assert!(check_maximum(&limit, f64::NAN, Bound::Inclusive(100.0)).is_err());
+        assert!(check_multiple_of(&limit, 0.3, 0.1).is_ok());
+        assert!(check_multiple_of(&limit, 7.0, 2.0).is_err());
+        assert!(check_min_items(&tags, 0, 1).is_err());
+        assert!(check_max_items(&tags, 3, 3).is_ok());
+        assert_eq!(
+            check_unique_items(&tags, &["a", "b", "a"]).unwrap_err(),
+            "body.tags: items must be unique ([0] and [2] are equal)"
+        );
+        assert!(check_min_properties(&body, 0, 1).is_err());
+        assert!(check_max_properties(&body, 2, 1).is_err());
+    }
 
     #[test]
     fn params_parse_as_strings_then_literals() {

@@ -31,7 +31,8 @@ pub enum Strategy {
     #[default]
     SeparateClaim,
     /// The reservation is inserted inside the business transaction: one commit per request;
-    /// concurrent duplicates wait on the unique index; a rollback leaves no reservation.
+    /// a duplicate of a key held by an unfinished transaction is turned away by an advisory lock
+    /// (it polls without a connection, then 409); a rollback leaves no reservation.
     InTransaction,
 }
 
@@ -275,14 +276,19 @@ impl<S: Store> Executor<S> {
             let outcome = self.store.claim(&claim).await.map_err(unavailable)?;
             match outcome {
                 ClaimOutcome::Claimed { taken_over } => break taken_over,
-                ClaimOutcome::Existing(record) => match self.judge(&request, record, deadline)? {
-                    Some(replay) => return Ok(replay),
-                    None => {
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(Duration::from_millis(100));
+                ClaimOutcome::Existing(record) => {
+                    if let Some(replay) = self.judge(&request, record, deadline)? {
+                        return Ok(replay);
                     }
-                },
+                }
+                // A key reserved by an unfinished in-transaction attempt (mixed strategies).
+                ClaimOutcome::Busy if Instant::now() >= deadline => {
+                    return Err(Problem::new(ProblemKind::InFlight).into());
+                }
+                ClaimOutcome::Busy => {}
             }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
         };
         let tx = match self.store.begin().await {
             Ok(tx) => tx,
@@ -316,26 +322,29 @@ impl<S: Store> Executor<S> {
         let mut pause = Duration::from_millis(5);
         let (tx, taken_over) = loop {
             let mut tx = self.store.begin().await.map_err(unavailable)?;
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match self.store.reserve_in_tx(&mut tx, &claim, wait).await {
+            match self.store.reserve_in_tx(&mut tx, &claim).await {
                 Ok(ClaimOutcome::Claimed { taken_over }) => break (tx, taken_over),
                 Ok(ClaimOutcome::Existing(record)) => {
                     let _ = self.store.rollback(tx).await;
                     if let Some(replay) = self.judge(&request, record, deadline)? {
                         return Ok(replay);
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(100));
                 }
-                Err(StoreError::LockTimeout) => {
+                Ok(ClaimOutcome::Busy) => {
+                    // Another attempt's transaction holds the key: give the connection back
+                    // while waiting, and answer 409 when the wait is over.
                     let _ = self.store.rollback(tx).await;
-                    return Err(Problem::new(ProblemKind::InFlight).into());
+                    if Instant::now() >= deadline {
+                        return Err(Problem::new(ProblemKind::InFlight).into());
+                    }
                 }
                 Err(e) => {
                     let _ = self.store.rollback(tx).await;
                     return Err(unavailable(e).into());
                 }
             }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
         };
         self.run_reserved(&request, token, tx, taken_over, false, handler)
             .await

@@ -167,38 +167,28 @@ impl Store for MemoryStore {
         &self,
         tx: &mut MemoryTx,
         request: &ClaimRequest<'_>,
-        wait: Duration,
     ) -> Result<ClaimOutcome, StoreError> {
-        // An uncommitted reservation of another transaction is invisible in PostgreSQL but makes
-        // the insert wait on the unique index; emulate that wait here.
-        let deadline = Instant::now() + wait;
-        loop {
-            {
-                let mut records = self.lock();
-                let pending = records
-                    .get(request.scope)
-                    .is_some_and(|e| e.uncommitted && e.token != Some(request.token));
-                if !pending {
-                    let before = records.get(request.scope).map(|e| (e.token, e.claimed_at));
-                    let outcome = Self::claim_locked(&mut records, request, true);
-                    match (&outcome, before) {
-                        (ClaimOutcome::Claimed { taken_over: false }, _) => {
-                            tx.reservations.push(request.scope.clone());
-                        }
-                        (ClaimOutcome::Claimed { taken_over: true }, Some((token, at))) => {
-                            tx.takeovers
-                                .push((request.scope.clone(), token, at, request.token));
-                        }
-                        _ => {}
-                    }
-                    return Ok(outcome);
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(StoreError::LockTimeout);
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+        let mut records = self.lock();
+        // An uncommitted reservation of another transaction: busy (PostgreSQL's advisory gate).
+        let pending = records
+            .get(request.scope)
+            .is_some_and(|e| e.uncommitted && e.token != Some(request.token));
+        if pending {
+            return Ok(ClaimOutcome::Busy);
         }
+        let before = records.get(request.scope).map(|e| (e.token, e.claimed_at));
+        let outcome = Self::claim_locked(&mut records, request, true);
+        match (&outcome, before) {
+            (ClaimOutcome::Claimed { taken_over: false }, _) => {
+                tx.reservations.push(request.scope.clone());
+            }
+            (ClaimOutcome::Claimed { taken_over: true }, Some((token, at))) => {
+                tx.takeovers
+                    .push((request.scope.clone(), token, at, request.token));
+            }
+            _ => {}
+        }
+        Ok(outcome)
     }
 
     async fn complete(
@@ -388,10 +378,7 @@ mod tests {
         store.claim(&claim(first)).await.unwrap();
         let mut tx = store.begin().await.unwrap();
         let second = ClaimToken::generate();
-        let outcome = store
-            .reserve_in_tx(&mut tx, &claim(second), Duration::ZERO)
-            .await
-            .unwrap();
+        let outcome = store.reserve_in_tx(&mut tx, &claim(second)).await.unwrap();
         assert!(matches!(
             outcome,
             ClaimOutcome::Claimed { taken_over: true }

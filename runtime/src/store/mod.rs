@@ -41,6 +41,9 @@ pub enum ClaimOutcome {
     },
     /// Another record holds the key; the executor decides what it means.
     Existing(Record),
+    /// Another attempt holds the key in a transaction that has not finished (in-transaction
+    /// strategy): nothing to judge yet; ask again or answer 409.
+    Busy,
 }
 
 /// A store failure. No variant carries text meant for clients.
@@ -49,8 +52,8 @@ pub enum StoreError {
     /// The store cannot be reached (connection refused, reset, pool timeout, shutdown).
     #[error("store unavailable: {0}")]
     Unavailable(String),
-    /// Waiting for a concurrent reservation of the same key exceeded its bound.
-    #[error("timed out waiting for a concurrent attempt")]
+    /// A statement waited for a lock longer than `lock_timeout` allows.
+    #[error("timed out waiting for a lock")]
     LockTimeout,
     /// Any other failure (constraint violation, unexpected data).
     #[error("store error: {0}")]
@@ -83,13 +86,14 @@ pub trait Store: Send + Sync + 'static {
     /// Opens a business transaction.
     async fn begin(&self) -> Result<Self::Tx, StoreError>;
 
-    /// In-transaction strategy: inserts the reservation inside `tx`. A concurrent reservation of
-    /// the same key is waited for at most `wait` ([`StoreError::LockTimeout`] after that).
+    /// In-transaction strategy: inserts the reservation inside `tx`, or takes over a stale
+    /// claim, in one statement. It never waits for a concurrent reservation of the same key that
+    /// has not committed: it answers [`ClaimOutcome::Busy`], so duplicates hold no connection
+    /// while the first attempt runs.
     async fn reserve_in_tx(
         &self,
         tx: &mut Self::Tx,
         request: &ClaimRequest<'_>,
-        wait: Duration,
     ) -> Result<ClaimOutcome, StoreError>;
 
     /// Completes the record inside `tx`, guarded by `token`. `Ok(false)`: the claim is no longer

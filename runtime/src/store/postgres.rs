@@ -131,6 +131,30 @@ const CLAIM: &str = "WITH ins AS (
             r.response_status, r.response_headers, r.response_body
        FROM (SELECT 1) AS one
        LEFT JOIN idempotency_records r
+         ON r.owner = $1 AND r.operation = $2 AND r.resource_scope = $3 AND r.idempotency_key = $4
+      WHERE $9::text IS NOT NULL";
+
+/// The in-transaction reservation: [`CLAIM`] behind a transaction-scoped advisory lock on the
+/// hash of the key's scope (`$9`). The attempt that reserved the key holds the lock until its
+/// transaction ends, so a duplicate fails to take it (`got` false) and answers at once instead of
+/// waiting on the unique index with its connection held. The unique index still decides: the
+/// lock only keeps duplicates from queueing on it (a hash collision costs a 409, never a write).
+const RESERVE: &str =
+    "WITH gate AS (SELECT pg_try_advisory_xact_lock(hashtextextended($9, 0)) AS got),
+     ins AS (
+        INSERT INTO idempotency_records
+            (owner, operation, resource_scope, idempotency_key, state, fingerprint,
+             fingerprint_version, claim_token, claimed_at)
+        SELECT $1, $2, $3, $4, 'claimed', $5, $6, $7, clock_timestamp() FROM gate WHERE gate.got
+        ON CONFLICT DO NOTHING
+        RETURNING 1)
+     SELECT (SELECT got FROM gate) AS got, EXISTS (SELECT 1 FROM ins) AS inserted, r.state,
+            r.fingerprint, r.fingerprint_version, r.claim_token,
+            (r.state = 'claimed' AND r.claimed_at < clock_timestamp() - make_interval(secs => $8))
+                AS stale,
+            r.response_status, r.response_headers, r.response_body
+       FROM (SELECT 1) AS one
+       LEFT JOIN idempotency_records r
          ON r.owner = $1 AND r.operation = $2 AND r.resource_scope = $3 AND r.idempotency_key = $4";
 
 const TAKE_OVER: &str = "UPDATE idempotency_records
@@ -195,14 +219,24 @@ async fn read_on(
     row.as_ref().map(record_from_row).transpose()
 }
 
-/// Inserts a claim, or takes over a stale one with the same fingerprint, on `conn`.
+/// Inserts a claim, or takes over a stale one with the same fingerprint, on `conn`. With
+/// `gated` (in-transaction strategy) the statement is [`RESERVE`] and a key held by an unfinished
+/// transaction answers [`ClaimOutcome::Busy`].
 async fn claim_on(
     conn: &mut PgConnection,
     request: &ClaimRequest<'_>,
+    gated: bool,
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
+    let gate_key = format!(
+        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
+        scope.owner,
+        scope.operation,
+        scope.resource_scope,
+        scope.key.as_str()
+    );
     loop {
-        let row = sqlx::query(CLAIM)
+        let row = sqlx::query(if gated { RESERVE } else { CLAIM })
             .bind(&scope.owner)
             .bind(&scope.operation)
             .bind(&scope.resource_scope)
@@ -211,9 +245,18 @@ async fn claim_on(
             .bind(request.fingerprint_version)
             .bind(request.token.0)
             .bind(secs(request.stale_after))
+            .bind(&gate_key)
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
+        if gated {
+            let got: bool = row
+                .try_get("got")
+                .map_err(|e| StoreError::Other(format!("decoding a reservation: {e}")))?;
+            if !got {
+                return Ok(ClaimOutcome::Busy);
+            }
+        }
         let inserted: bool = row
             .try_get("inserted")
             .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
@@ -261,7 +304,7 @@ impl Store for PgStore {
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
         let mut conn = self.claim_pool.acquire().await.map_err(classify)?;
-        claim_on(&mut conn, request).await
+        claim_on(&mut conn, request, false).await
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
@@ -273,24 +316,8 @@ impl Store for PgStore {
         &self,
         tx: &mut PgTx,
         request: &ClaimRequest<'_>,
-        wait: Duration,
     ) -> Result<ClaimOutcome, StoreError> {
-        let conn = tx.conn();
-        let previous: String = sqlx::query_scalar(
-            "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, true)",
-        )
-        .bind(format!("{}ms", wait.as_millis().max(1)))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(classify)?;
-        // On error the transaction is aborted and rolled back by the caller: nothing to restore.
-        let outcome = claim_on(conn, request).await?;
-        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-            .bind(previous)
-            .execute(&mut *conn)
-            .await
-            .map_err(classify)?;
-        Ok(outcome)
+        claim_on(tx.conn(), request, true).await
     }
 
     async fn complete(
