@@ -6,6 +6,7 @@
 pub mod operations;
 pub mod server;
 pub mod types;
+pub mod validate;
 
 use std::collections::BTreeMap;
 
@@ -36,7 +37,16 @@ enum Section {
 /// The generated module for `api`, formatted, with the preamble naming `spec_name`.
 pub fn emit(api: &Api, spec_name: &str) -> Result<String, EmitError> {
     let mut items: BTreeMap<(Section, usize, String), TokenStream> = BTreeMap::new();
-    let type_items: Vec<TokenStream> = api.types.iter().map(types::type_def).collect();
+    let validation = validate::Validation::new(api);
+    let type_items: Vec<TokenStream> = api
+        .types
+        .iter()
+        .map(|def| {
+            let mut tokens = types::type_def(def);
+            tokens.extend(validation.type_impl(def));
+            tokens
+        })
+        .collect();
     items.insert(
         (Section::Types, 0, "types".into()),
         quote! {
@@ -57,7 +67,7 @@ pub fn emit(api: &Api, spec_name: &str) -> Result<String, EmitError> {
         items.insert((Section::Operation, i, op.name.clone()), tokens);
         items.insert(
             (Section::Handler, i, op.name.clone()),
-            server::handler(api, op),
+            server::handler(api, op, &validation),
         );
     }
     items.insert(

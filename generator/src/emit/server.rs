@@ -13,6 +13,7 @@ use crate::ir::{Api, BodyKind, OperationIr, ParamLocation};
 use super::doc_attrs;
 use super::operations::{input_ident, request_ident, response_ident, types_path};
 use super::types::rust_type;
+use super::validate::Validation;
 
 fn trait_ident(api: &Api) -> Ident {
     ident(&api.trait_name)
@@ -172,7 +173,7 @@ fn extract_ident(op: &OperationIr) -> Ident {
 }
 
 /// The functions that extract a request and handle one operation.
-pub fn handler(api: &Api, op: &OperationIr) -> TokenStream {
+pub fn handler(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> TokenStream {
     let trait_name = trait_ident(api);
     let handler = handler_ident(op);
     let extract = extract_ident(op);
@@ -181,7 +182,7 @@ pub fn handler(api: &Api, op: &OperationIr) -> TokenStream {
     let method = ident(&op.method);
     let authorize = ident(&op.authorize_method);
     let id = Literal::string(&op.id);
-    let extract_fn = extractor(op);
+    let extract_fn = extractor(op, validation);
     let doc = doc_attrs(&format!("Serves `{}`.", op.id));
 
     let call = if op.idempotent {
@@ -281,7 +282,7 @@ pub fn handler(api: &Api, op: &OperationIr) -> TokenStream {
 }
 
 /// The function that parses a request's parameters and body (400, 413).
-fn extractor(op: &OperationIr) -> TokenStream {
+fn extractor(op: &OperationIr, validation: &Validation<'_>) -> TokenStream {
     let extract = extract_ident(op);
     let request = request_ident(op);
     let has_path = op.params_in(ParamLocation::Path).next().is_some();
@@ -395,14 +396,25 @@ fn extractor(op: &OperationIr) -> TokenStream {
         "Parses and validates the parameters and body of `{}`.",
         op.id
     ));
+    let finish = match validation.request_fn_ident(op) {
+        Some(validate) => quote! {
+            let request = #request { #(#fields,)* #body_field };
+            #validate(&request).map_err(::idemgen_runtime::server::bad_request)?;
+            ::std::result::Result::Ok(request)
+        },
+        None => quote!(::std::result::Result::Ok(#request { #(#fields,)* #body_field })),
+    };
+    let validate_fn = validation.request_fn(op);
     quote! {
+        #validate_fn
+
         #doc
         async fn #extract(#parts_param, #body_param #limit_param) -> ::std::result::Result<#request, ::idemgen_runtime::Problem> {
             #path
             #query
             #(#params)*
             #body
-            ::std::result::Result::Ok(#request { #(#fields,)* #body_field })
+            #finish
         }
     }
 }

@@ -65,6 +65,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             fields,
             deny_unknown,
             extra,
+            ..
         } => {
             let fields: Vec<TokenStream> = fields.iter().map(struct_field).collect();
             let extra = extra.as_ref().map(|value| {

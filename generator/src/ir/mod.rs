@@ -12,7 +12,7 @@ use crate::rules::extensions::X_FINGERPRINT_VERSION;
 use crate::spec::{self, Operation};
 
 use names::{Namespace, snake_name, type_name};
-use types::{TypeDef, TypeRef, TypeSpace};
+use types::{Checks, TypeDef, TypeRef, TypeSpace};
 
 /// Header parameters OpenAPI says are ignored (they are transport, not input).
 const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
@@ -116,6 +116,8 @@ pub struct ParamIr {
     pub required: bool,
     /// The value type: a scalar, or `Vec` of scalars for query arrays.
     pub ty: TypeRef,
+    /// The schema's validation keywords.
+    pub checks: Checks,
     /// Its `description`.
     pub doc: Option<String>,
 }
@@ -140,6 +142,8 @@ pub struct BodyIr {
     pub media_type: String,
     /// How it is carried.
     pub kind: BodyKind,
+    /// The JSON schema's validation keywords (empty for other bodies).
+    pub checks: Checks,
 }
 
 /// A response status key.
@@ -325,12 +329,12 @@ fn operation_ir<'s>(
         };
         let required = location == ParamLocation::Path
             || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
-        let ty = match raw_param_schema(&p) {
+        let (ty, checks) = match raw_param_schema(&p) {
             Some(schema) => {
                 let ty = space.type_of(schema, &format!("{name}{}", type_name(wire)));
-                param_type(space, ty, location)
+                (param_type(space, ty, location), Checks::of(schema.node))
             }
-            None => TypeRef::String,
+            None => (TypeRef::String, Checks::default()),
         };
         params.push(ParamIr {
             field: fields.claim(&snake_name(wire)),
@@ -338,6 +342,7 @@ fn operation_ir<'s>(
             location,
             required,
             ty,
+            checks,
             doc: types::description(p.node.node),
         });
     }
@@ -348,12 +353,17 @@ fn operation_ir<'s>(
             node: rb,
         });
         let required = rb.node.get("required").and_then(Node::as_bool) == Some(true);
-        let (media_type, kind) =
+        let (media_type, kind, schema) =
             body_of(rb, space, &format!("{name}RequestBody"), "application/json")?;
+        let checks = match (&kind, schema) {
+            (BodyKind::Json(_), Some(schema)) => Checks::of(schema),
+            _ => Checks::default(),
+        };
         Some(BodyIr {
             required,
             media_type,
             kind,
+            checks,
         })
     });
 
@@ -374,7 +384,7 @@ fn operation_ir<'s>(
             StatusKey::Default => format!("{name}DefaultResponse"),
         };
         let body = body_of(r.node, space, &hint, "application/json")
-            .map(|(media_type, kind)| ResponseBody { media_type, kind });
+            .map(|(media_type, kind, _)| ResponseBody { media_type, kind });
         let mut header_fields = Namespace::with_reserved(&["body", "status"]);
         let mut headers = Vec::new();
         if let Some(map) = r.node.node.get("headers").and_then(Node::as_map) {
@@ -432,14 +442,14 @@ fn operation_ir<'s>(
     }
 }
 
-/// The media type and carrier of a Request Body or Response Object's `content`; JSON media
-/// types are preferred.
+/// The media type, carrier and schema of a Request Body or Response Object's `content`; JSON
+/// media types are preferred.
 fn body_of<'s>(
     owner: NodeRef<'s>,
     space: &mut TypeSpace<'s>,
     hint: &str,
     fallback_media: &str,
-) -> Option<(String, BodyKind)> {
+) -> Option<(String, BodyKind, Option<&'s Node>)> {
     let content = owner.node.get("content").and_then(Node::as_map)?;
     let entries = content.entries();
     let chosen = entries
@@ -467,7 +477,7 @@ fn body_of<'s>(
     } else {
         BodyKind::Bytes
     };
-    Some((media_type, kind))
+    Some((media_type, kind, chosen.1.get("schema")))
 }
 
 /// Whether a media type is JSON (`application/json`, `application/problem+json`, …).

@@ -79,6 +79,12 @@ pub struct TypeDef {
     pub doc: Option<String>,
     /// What kind of type it is.
     pub kind: TypeKind,
+    /// For an alias: the validation keywords of the aliased schema (`Name: {type: string,
+    /// maxLength: 100}`), checked wherever the alias is used.
+    pub checks: Checks,
+    /// Whether values of this struct or union have anything to validate (their own fields'
+    /// keywords, or a type they hold that does): the emitter implements `Validate` for these.
+    pub validated: bool,
 }
 
 /// The kinds of emitted type.
@@ -92,6 +98,8 @@ pub enum TypeKind {
         deny_unknown: bool,
         /// Typed `additionalProperties` next to known properties (a flattened map).
         extra: Option<TypeRef>,
+        /// The validation keywords of the `additionalProperties` values.
+        extra_checks: Checks,
     },
     /// A string `enum`.
     StringEnum {
@@ -122,6 +130,8 @@ pub struct Field {
     pub ty: TypeRef,
     /// Whether the property is `required`.
     pub required: bool,
+    /// The property schema's validation keywords.
+    pub checks: Checks,
 }
 
 impl Field {
@@ -153,6 +163,105 @@ pub struct UnionVariant {
     pub ty: TypeRef,
     /// The discriminator values that select it (empty for untagged unions).
     pub tags: Vec<String>,
+    /// The alternative's validation keywords (inline alternatives only).
+    pub checks: Checks,
+}
+
+/// A numeric bound: `minimum`/`maximum`, exclusive by `exclusiveMinimum`/`exclusiveMaximum`
+/// (the 3.0 boolean form and the 3.1 numeric form).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// The value may equal the bound.
+    Inclusive(f64),
+    /// The value must differ from the bound.
+    Exclusive(f64),
+}
+
+/// The validation keywords of one schema, as far as they are enforced (`pattern`, `format`,
+/// `enum` of non-strings and struct property counts are not).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Constraints {
+    /// `minLength` (characters).
+    pub min_length: Option<u64>,
+    /// `maxLength` (characters).
+    pub max_length: Option<u64>,
+    /// `minimum` / `exclusiveMinimum`.
+    pub minimum: Option<Bound>,
+    /// `maximum` / `exclusiveMaximum`.
+    pub maximum: Option<Bound>,
+    /// `multipleOf` (positive).
+    pub multiple_of: Option<f64>,
+    /// `minItems`.
+    pub min_items: Option<u64>,
+    /// `maxItems`.
+    pub max_items: Option<u64>,
+    /// `uniqueItems: true`.
+    pub unique_items: bool,
+    /// `minProperties` (maps).
+    pub min_properties: Option<u64>,
+    /// `maxProperties` (maps).
+    pub max_properties: Option<u64>,
+}
+
+impl Constraints {
+    /// Whether no keyword is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Constraints::default()
+    }
+
+    /// The keywords that apply to values of `ty` (not looking through `Option`/`Box`): lengths
+    /// to strings, bounds to numbers, item counts to arrays, property counts to maps; the rest
+    /// (say `minLength` on an integer) is ignored, as JSON Schema ignores it.
+    pub fn for_type(&self, ty: &TypeRef) -> Constraints {
+        let mut out = Constraints::default();
+        match ty {
+            TypeRef::String => {
+                out.min_length = self.min_length;
+                out.max_length = self.max_length;
+            }
+            TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
+                out.minimum = self.minimum;
+                out.maximum = self.maximum;
+                out.multiple_of = self.multiple_of;
+            }
+            TypeRef::Vec(_) => {
+                out.min_items = self.min_items;
+                out.max_items = self.max_items;
+                out.unique_items = self.unique_items;
+            }
+            TypeRef::Map(_) => {
+                out.min_properties = self.min_properties;
+                out.max_properties = self.max_properties;
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+/// The validation keywords of a use site, shaped like its [`TypeRef`]: the value's own keywords,
+/// and those of array items and map values. Named types carry their own (a `$ref` adds nothing
+/// here); `Option`/`Box` wrappers are looked through.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checks {
+    /// Keywords on the value itself.
+    pub own: Constraints,
+    /// Keywords of the array's `items`.
+    pub items: Option<Box<Checks>>,
+    /// Keywords of the map's `additionalProperties`.
+    pub values: Option<Box<Checks>>,
+}
+
+impl Checks {
+    /// Whether nothing at all is checked.
+    pub fn is_empty(&self) -> bool {
+        self.own.is_empty() && self.items.is_none() && self.values.is_none()
+    }
+
+    /// The checks of a schema at a use site, following the same shapes as the type conversion.
+    pub fn of(node: &Node) -> Checks {
+        checks_of(node, 0)
+    }
 }
 
 /// The collection of emitted types, and the converter from schemas.
@@ -204,6 +313,7 @@ impl<'s> TypeSpace<'s> {
     pub fn finish(mut self) -> Vec<TypeDef> {
         self.drain();
         box_recursion(&mut self.defs);
+        mark_validated(&mut self.defs);
         self.defs.into_values().collect()
     }
 
@@ -368,10 +478,16 @@ impl<'s> TypeSpace<'s> {
     fn define(&mut self, name: &str, at: NodeRef<'s>, depth: usize) -> TypeDef {
         let doc = description(at.node);
         let kind = self.kind_of(name, at, depth);
+        let checks = match kind {
+            TypeKind::Alias(_) => Checks::of(at.node),
+            _ => Checks::default(),
+        };
         TypeDef {
             name: name.to_string(),
             doc,
             kind,
+            checks,
+            validated: false,
         }
     }
 
@@ -403,6 +519,8 @@ impl<'s> TypeSpace<'s> {
                         name: inner.clone(),
                         doc: description(at.node),
                         kind,
+                        checks: Checks::default(),
+                        validated: false,
                     },
                 );
                 return TypeKind::Alias(TypeRef::Named(inner).nullable());
@@ -509,6 +627,7 @@ impl<'s> TypeSpace<'s> {
                 name: ns.claim(&variant_name),
                 ty,
                 tags,
+                checks: Checks::of(alternative),
             });
         }
         // A discriminator is only usable when every alternative is a named schema with a tag.
@@ -590,6 +709,7 @@ impl<'s> TypeSpace<'s> {
                     doc: description(schema),
                     ty,
                     required: false,
+                    checks: Checks::of(schema),
                 });
             }
         }
@@ -600,6 +720,7 @@ impl<'s> TypeSpace<'s> {
             fields,
             deny_unknown,
             extra: None,
+            extra_checks: Checks::default(),
         })
     }
 
@@ -619,24 +740,30 @@ impl<'s> TypeSpace<'s> {
                 doc: description(schema),
                 ty,
                 required: required.contains(wire.as_str()),
+                checks: Checks::of(schema),
             });
         }
         let additional = at.node.get("additionalProperties");
         let deny_unknown = additional.and_then(Node::as_bool) == Some(false);
-        let extra = match additional {
+        let (extra, extra_checks) = match additional {
             Some(node) if node.as_map().is_some_and(|m| !m.is_empty()) => {
+                let checks = Checks::of(node);
                 let node = NodeRef {
                     file: at.file,
                     node,
                 };
-                Some(self.convert(node, &format!("{name}Value"), depth + 1))
+                (
+                    Some(self.convert(node, &format!("{name}Value"), depth + 1)),
+                    checks,
+                )
             }
-            _ => None,
+            _ => (None, Checks::default()),
         };
         TypeKind::Struct {
             fields,
             deny_unknown,
             extra,
+            extra_checks,
         }
     }
 }
@@ -966,5 +1093,264 @@ fn break_alias_cycles(defs: &mut BTreeMap<String, TypeDef>) {
         if let Some(def) = defs.get_mut(&name) {
             def.kind = TypeKind::Alias(TypeRef::Json);
         }
+    }
+}
+
+/// The checks of `node` at a use site; see [`Checks`].
+fn checks_of(node: &Node, depth: usize) -> Checks {
+    if depth > MAX_INLINE_DEPTH || node.ref_target().is_some() || node.as_map().is_none() {
+        return Checks::default();
+    }
+    let own = constraints_of(node);
+    match shape_of(node) {
+        Shape::Array(Some(items)) => Checks {
+            own,
+            items: Some(Box::new(checks_of(items, depth + 1))).filter(|c| !c.is_empty()),
+            values: None,
+        },
+        Shape::Map(Some(values)) => Checks {
+            own,
+            items: None,
+            values: Some(Box::new(checks_of(values, depth + 1))).filter(|c| !c.is_empty()),
+        },
+        Shape::Nullable(inner) | Shape::SingleAllOf(inner) => {
+            let mut inner = checks_of(inner, depth + 1);
+            if inner.own.is_empty() {
+                inner.own = own;
+            }
+            inner
+        }
+        _ => Checks {
+            own,
+            items: None,
+            values: None,
+        },
+    }
+}
+
+/// The enforced validation keywords written on one schema.
+fn constraints_of(node: &Node) -> Constraints {
+    let count = |key: &str| {
+        node.get(key)
+            .and_then(number)
+            .filter(|n| *n >= 0.0 && n.fract() == 0.0)
+            .map(|n| n as u64)
+    };
+    let bound = |inclusive: &str, exclusive: &str| {
+        let limit = node.get(inclusive).and_then(number);
+        let exclusive = node.get(exclusive);
+        match (
+            limit,
+            exclusive.and_then(Node::as_bool),
+            exclusive.and_then(number),
+        ) {
+            // 3.0: `exclusiveMinimum: true` next to `minimum`.
+            (Some(limit), Some(true), _) => Some(Bound::Exclusive(limit)),
+            // 3.1: `exclusiveMinimum: 5`; with a `minimum` too, the stricter one wins.
+            (Some(limit), _, Some(ex)) => Some(if inclusive == "minimum" {
+                if ex >= limit {
+                    Bound::Exclusive(ex)
+                } else {
+                    Bound::Inclusive(limit)
+                }
+            } else if ex <= limit {
+                Bound::Exclusive(ex)
+            } else {
+                Bound::Inclusive(limit)
+            }),
+            (None, _, Some(ex)) => Some(Bound::Exclusive(ex)),
+            (Some(limit), _, None) => Some(Bound::Inclusive(limit)),
+            (None, _, None) => None,
+        }
+    };
+    Constraints {
+        min_length: count("minLength"),
+        max_length: count("maxLength"),
+        minimum: bound("minimum", "exclusiveMinimum"),
+        maximum: bound("maximum", "exclusiveMaximum"),
+        multiple_of: node.get("multipleOf").and_then(number).filter(|n| *n > 0.0),
+        min_items: count("minItems"),
+        max_items: count("maxItems"),
+        unique_items: node.get("uniqueItems").and_then(Node::as_bool) == Some(true),
+        min_properties: count("minProperties"),
+        max_properties: count("maxProperties"),
+    }
+}
+
+/// A finite JSON number.
+fn number(node: &Node) -> Option<f64> {
+    match node.value {
+        Value::Int(i) => Some(i as f64),
+        Value::Float(f) if f.is_finite() => Some(f),
+        _ => None,
+    }
+}
+
+/// Sets [`TypeDef::validated`] on every struct and union with something to check, directly or
+/// through the types it holds (a fixed point, so recursive types terminate).
+fn mark_validated(defs: &mut BTreeMap<String, TypeDef>) {
+    fn uses(ty: &TypeRef, checks: &Checks, out: &mut Vec<String>) -> bool {
+        let none = Checks::default();
+        match ty {
+            TypeRef::Named(n) => {
+                out.push(n.clone());
+                false
+            }
+            TypeRef::Option(t) | TypeRef::Boxed(t) => uses(t, checks, out),
+            TypeRef::Vec(t) => {
+                let inner = uses(t, checks.items.as_deref().unwrap_or(&none), out);
+                inner || !checks.own.for_type(ty).is_empty()
+            }
+            TypeRef::Map(t) => {
+                let inner = uses(t, checks.values.as_deref().unwrap_or(&none), out);
+                inner || !checks.own.for_type(ty).is_empty()
+            }
+            _ => !checks.own.for_type(ty).is_empty(),
+        }
+    }
+    // Per type: whether it checks something itself, and the named types it holds.
+    let graph: BTreeMap<String, (bool, Vec<String>)> = defs
+        .iter()
+        .map(|(name, def)| {
+            let mut named = Vec::new();
+            let direct = match &def.kind {
+                TypeKind::Struct {
+                    fields,
+                    extra,
+                    extra_checks,
+                    ..
+                } => {
+                    let mut direct = false;
+                    for f in fields {
+                        direct |= uses(&f.ty, &f.checks, &mut named);
+                    }
+                    if let Some(extra) = extra {
+                        direct |= uses(extra, extra_checks, &mut named);
+                    }
+                    direct
+                }
+                TypeKind::Union { variants, .. } => {
+                    let mut direct = false;
+                    for v in variants {
+                        direct |= uses(&v.ty, &v.checks, &mut named);
+                    }
+                    direct
+                }
+                TypeKind::Alias(target) => uses(target, &def.checks, &mut named),
+                TypeKind::StringEnum { .. } => false,
+            };
+            (name.clone(), (direct, named))
+        })
+        .collect();
+    let mut validated: BTreeSet<String> = graph
+        .iter()
+        .filter(|(_, (direct, _))| *direct)
+        .map(|(n, _)| n.clone())
+        .collect();
+    loop {
+        let before = validated.len();
+        for (name, (_, named)) in &graph {
+            if named.iter().any(|n| validated.contains(n)) {
+                validated.insert(name.clone());
+            }
+        }
+        if validated.len() == before {
+            break;
+        }
+    }
+    for def in defs.values_mut() {
+        def.validated = validated.contains(&def.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One schema (YAML flow style) and the checks it yields.
+    fn check(schema: &str, expected: Checks) {
+        let node = crate::loader::yaml::parse(schema).unwrap();
+        assert_eq!(Checks::of(&node), expected, "{schema}");
+    }
+
+    fn own(own: Constraints) -> Checks {
+        Checks {
+            own,
+            ..Checks::default()
+        }
+    }
+
+    #[test]
+    fn validation_keywords_become_checks() {
+        check(
+            "{type: string, minLength: 1, maxLength: 100, pattern: '^a'}",
+            own(Constraints {
+                min_length: Some(1),
+                max_length: Some(100),
+                ..Constraints::default()
+            }),
+        );
+        // 3.0 boolean exclusive bounds, and 3.1 numeric ones (the stricter bound wins).
+        check(
+            "{type: integer, minimum: 0, exclusiveMinimum: true, maximum: 9, exclusiveMaximum: false}",
+            own(Constraints {
+                minimum: Some(Bound::Exclusive(0.0)),
+                maximum: Some(Bound::Inclusive(9.0)),
+                ..Constraints::default()
+            }),
+        );
+        check(
+            "{type: number, exclusiveMinimum: 0.5, minimum: 1, exclusiveMaximum: 10, multipleOf: 0.25}",
+            own(Constraints {
+                minimum: Some(Bound::Inclusive(1.0)),
+                maximum: Some(Bound::Exclusive(10.0)),
+                multiple_of: Some(0.25),
+                ..Constraints::default()
+            }),
+        );
+        // Nonsense values are ignored rather than enforced.
+        check(
+            "{type: string, minLength: -1, maxLength: 1.5, multipleOf: 0}",
+            Checks::default(),
+        );
+        check(
+            "{type: array, minItems: 1, uniqueItems: true, items: {type: string, maxLength: 3}}",
+            Checks {
+                own: Constraints {
+                    min_items: Some(1),
+                    unique_items: true,
+                    ..Constraints::default()
+                },
+                items: Some(Box::new(own(Constraints {
+                    max_length: Some(3),
+                    ..Constraints::default()
+                }))),
+                values: None,
+            },
+        );
+        check(
+            "{type: object, maxProperties: 2, additionalProperties: {type: integer, maximum: 5}}",
+            Checks {
+                own: Constraints {
+                    max_properties: Some(2),
+                    ..Constraints::default()
+                },
+                items: None,
+                values: Some(Box::new(own(Constraints {
+                    maximum: Some(Bound::Inclusive(5.0)),
+                    ..Constraints::default()
+                }))),
+            },
+        );
+        // A nullable alternative carries its own keywords; a `$ref` carries none here (the
+        // referenced type validates itself).
+        check(
+            "{oneOf: [{type: 'null'}, {type: string, minLength: 2}]}",
+            own(Constraints {
+                min_length: Some(2),
+                ..Constraints::default()
+            }),
+        );
+        check("{$ref: '#/components/schemas/Name'}", Checks::default());
     }
 }

@@ -22,6 +22,23 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
         pub color: ::std::option::Option<NewWidgetColor>,
     }
+    impl ::idemgen_runtime::codegen_support::Validate for NewWidget {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "name",
+                );
+                let value = &self.name;
+                ::idemgen_runtime::codegen_support::check_min_length(path, value, 1)?;
+                ::idemgen_runtime::codegen_support::check_max_length(path, value, 100)?;
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
     /// The `NewWidgetColor` schema.
     #[derive(
         ::std::fmt::Debug,
@@ -91,6 +108,23 @@ pub mod types {
     pub struct PublishRequest {
         /// The `channel` property.
         pub channel: ::std::string::String,
+    }
+    impl ::idemgen_runtime::codegen_support::Validate for PublishRequest {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "channel",
+                );
+                let value = &self.channel;
+                ::idemgen_runtime::codegen_support::check_min_length(path, value, 1)?;
+                ::idemgen_runtime::codegen_support::check_max_length(path, value, 50)?;
+            }
+            ::std::result::Result::Ok(())
+        }
     }
     /// The `Widget` schema.
     #[derive(
@@ -938,6 +972,20 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
         )
         .with_state(state)
 }
+/// Checks the validation keywords of `createWidget`'s parameters and body; `Err` names the failing value.
+fn validate_create_widget(
+    request: &CreateWidgetRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("body");
+        let value = &request.body;
+        <types::NewWidget as ::idemgen_runtime::codegen_support::Validate>::validate(
+            value,
+            path,
+        )?;
+    }
+    ::std::result::Result::Ok(())
+}
 /// Parses and validates the parameters and body of `createWidget`.
 async fn extract_create_widget(
     _parts: &::http::request::Parts,
@@ -951,7 +999,9 @@ async fn extract_create_widget(
         );
     }
     let body = ::idemgen_runtime::server::json_body::<types::NewWidget>(&bytes)?;
-    ::std::result::Result::Ok(CreateWidgetRequest { body })
+    let request = CreateWidgetRequest { body };
+    validate_create_widget(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
 }
 /// Serves `createWidget`.
 async fn handle_create_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
@@ -1058,6 +1108,28 @@ async fn handle_create_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticato
         CreateWidgetResponse,
     >(OPERATION, &owner, result)
 }
+/// Checks the validation keywords of `listWidgets`'s parameters and body; `Err` names the failing value.
+fn validate_list_widgets(
+    request: &ListWidgetsRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("query.limit");
+        let value = &request.limit;
+        if let ::std::option::Option::Some(value) = value {
+            ::idemgen_runtime::codegen_support::check_minimum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Inclusive(1.0),
+            )?;
+            ::idemgen_runtime::codegen_support::check_maximum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Inclusive(100.0),
+            )?;
+        }
+    }
+    ::std::result::Result::Ok(())
+}
 /// Parses and validates the parameters and body of `listWidgets`.
 async fn extract_list_widgets(
     parts: &::http::request::Parts,
@@ -1069,7 +1141,9 @@ async fn extract_list_widgets(
             i32,
         >("query", "limit", raw))
         .transpose()?;
-    ::std::result::Result::Ok(ListWidgetsRequest { limit })
+    let request = ListWidgetsRequest { limit };
+    validate_list_widgets(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
 }
 /// Serves `listWidgets`.
 async fn handle_list_widgets<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
@@ -1255,6 +1329,20 @@ async fn handle_delete_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticato
     let result = state.api.delete_widget(&principal, request).await;
     ::idemgen_runtime::codegen_support::respond(OPERATION, &principal.owner, result)
 }
+/// Checks the validation keywords of `publishWidget`'s parameters and body; `Err` names the failing value.
+fn validate_publish_widget(
+    request: &PublishWidgetRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("body");
+        let value = &request.body;
+        <types::PublishRequest as ::idemgen_runtime::codegen_support::Validate>::validate(
+            value,
+            path,
+        )?;
+    }
+    ::std::result::Result::Ok(())
+}
 /// Parses and validates the parameters and body of `publishWidget`.
 async fn extract_publish_widget(
     parts: &mut ::http::request::Parts,
@@ -1284,7 +1372,9 @@ async fn extract_publish_widget(
         );
     }
     let body = ::idemgen_runtime::server::json_body::<types::PublishRequest>(&bytes)?;
-    ::std::result::Result::Ok(PublishWidgetRequest { id, body })
+    let request = PublishWidgetRequest { id, body };
+    validate_publish_widget(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
 }
 /// Serves `publishWidget`.
 async fn handle_publish_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(

@@ -112,6 +112,10 @@ async fn readme_walkthrough() {
     assert_eq!(invalid.code(), "idempotency_key_invalid");
     let bad_body = create(base, "tok1", "key-2", json!({"color": "red"})).await;
     assert_eq!(bad_body.status, StatusCode::BAD_REQUEST, "{bad_body:?}");
+    // The spec's `maxLength: 100`, enforced by the generated router before any claim.
+    let too_long = create(base, "tok1", "key-2", json!({"name": "n".repeat(101)})).await;
+    assert_eq!(too_long.status, StatusCode::BAD_REQUEST, "{too_long:?}");
+    assert_eq!(too_long.code(), "invalid_request");
     assert_eq!(
         count(
             &db,

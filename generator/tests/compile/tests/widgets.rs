@@ -177,7 +177,14 @@ impl Authenticator for HeaderAuth {
 }
 
 fn app() -> (Arc<Service>, axum::Router) {
+    let (service, _store, router) = app_with_store();
+    (service, router)
+}
+
+/// The app and a handle on its store (`MemoryStore` clones share their records).
+fn app_with_store() -> (Arc<Service>, MemoryStore, axum::Router) {
     let service = Arc::new(Service::default());
+    let store = MemoryStore::new();
     let config = RouterConfig {
         body_limit: 256,
         ..RouterConfig::default()
@@ -185,10 +192,10 @@ fn app() -> (Arc<Service>, axum::Router) {
     let router = widgets::router(
         Arc::clone(&service),
         Arc::new(HeaderAuth),
-        Executor::new(MemoryStore::new(), ExecutorConfig::default()),
+        Executor::new(store.clone(), ExecutorConfig::default()),
         config,
     );
-    (service, router)
+    (service, store, router)
 }
 
 struct Reply {
@@ -556,6 +563,97 @@ async fn parameters_are_parsed_and_validated() {
     )
     .await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn validation_keywords_are_400_before_any_claim() {
+    let (service, store, app) = app_with_store();
+    // `name: {minLength: 1, maxLength: 100}`, counted in characters: 100 × "é" is 200 bytes.
+    let cases = [
+        (
+            "x".repeat(101),
+            "body.name: must have at most 100 characters",
+        ),
+        (String::new(), "body.name: must have at least 1 character"),
+    ];
+    for (name, detail) in cases {
+        let body = serde_json::json!({ "name": name }).to_string();
+        // `mallory` is never authorized: a 400 shows validation ran before authorization.
+        for owner in ["alice", "mallory"] {
+            let reply = send(&app, "POST", "/widgets", Some(owner), Some("k"), &body).await;
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{owner} {name:?}");
+            assert_eq!(reply.json["code"], "invalid_request");
+            assert_eq!(reply.json["detail"], detail);
+            assert_eq!(reply.headers["content-type"], "application/problem+json");
+        }
+    }
+    assert_eq!(
+        service.creates.load(Ordering::SeqCst),
+        0,
+        "handler not called"
+    );
+    assert!(store.is_empty(), "no claim taken");
+    let accented = serde_json::json!({ "name": "é".repeat(100) }).to_string();
+    let ok = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        &accented,
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{:?}", ok.json);
+    assert_eq!(store.len(), 1);
+
+    // `limit: {minimum: 0, exclusiveMinimum: true, maximum: 100}` (the 3.0 boolean form).
+    for (query, detail) in [
+        ("limit=0", "query.limit: must be greater than 0"),
+        ("limit=101", "query.limit: must be at most 100"),
+    ] {
+        let reply = send(
+            &app,
+            "GET",
+            &format!("/widgets?{query}"),
+            Some("alice"),
+            None,
+            "",
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}");
+        assert_eq!(reply.json["detail"], detail, "{query}");
+    }
+    for query in ["limit=1", "limit=100"] {
+        let reply = send(
+            &app,
+            "GET",
+            &format!("/widgets?{query}"),
+            Some("alice"),
+            None,
+            "",
+        )
+        .await;
+        assert_eq!(reply.status, StatusCode::OK, "{query}");
+    }
+
+    // Header parameters too: `X-Request-Id: {maxLength: 64}`.
+    let request = Request::builder()
+        .method("GET")
+        .uri("/widgets")
+        .header("authorization", "alice")
+        .header("x-request-id", "r".repeat(65))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        json["detail"],
+        "header.X-Request-Id: must have at most 64 characters"
+    );
 }
 
 #[test]

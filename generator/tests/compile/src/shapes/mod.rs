@@ -141,6 +141,59 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
         pub mode: ::std::option::Option<NodeModeValue>,
     }
+    impl ::idemgen_runtime::codegen_support::Validate for Node {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "value",
+                );
+                let value = &self.value;
+                ::idemgen_runtime::codegen_support::check_minimum(
+                    path,
+                    *value as f64,
+                    ::idemgen_runtime::codegen_support::Bound::Inclusive(0.0),
+                )?;
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "parent",
+                );
+                let value = &self.parent;
+                if let ::std::option::Option::Some(value) = value {
+                    let value: &Node = value;
+                    <Node as ::idemgen_runtime::codegen_support::Validate>::validate(
+                        value,
+                        path,
+                    )?;
+                }
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "children",
+                );
+                let value = &self.children;
+                if let ::std::option::Option::Some(value) = value {
+                    for (i, value) in value.iter().enumerate() {
+                        let path = &::idemgen_runtime::codegen_support::FieldPath::Index(
+                            path,
+                            i,
+                        );
+                        <Node as ::idemgen_runtime::codegen_support::Validate>::validate(
+                            value,
+                            path,
+                        )?;
+                    }
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
     /// The `NodeModeValue` schema.
     #[derive(
         ::std::fmt::Debug,
@@ -187,6 +240,8 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
         pub back: ::std::option::Option<::std::boxed::Box<Mutual>>,
     }
+    /// The `Percent` schema.
+    pub type Percent = f64;
     /// The `Pet` schema.
     #[derive(
         ::std::fmt::Debug,
@@ -259,6 +314,175 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<i64>,
     }
+    /// The `Reading` schema.
+    #[derive(
+        ::std::fmt::Debug,
+        ::std::clone::Clone,
+        ::std::cmp::PartialEq,
+        ::serde::Serialize,
+        ::serde::Deserialize
+    )]
+    pub struct Reading {
+        /// The `at` property.
+        pub at: ::chrono::DateTime<::chrono::Utc>,
+        /// The `value` property.
+        pub value: Percent,
+        /// The `note` property.
+        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        pub note: ::std::option::Option<::std::string::String>,
+    }
+    impl ::idemgen_runtime::codegen_support::Validate for Reading {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "value",
+                );
+                let value = &self.value;
+                ::idemgen_runtime::codegen_support::check_minimum(
+                    path,
+                    *value,
+                    ::idemgen_runtime::codegen_support::Bound::Inclusive(-100.0),
+                )?;
+                ::idemgen_runtime::codegen_support::check_maximum(
+                    path,
+                    *value,
+                    ::idemgen_runtime::codegen_support::Bound::Inclusive(100.0),
+                )?;
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "note",
+                );
+                let value = &self.note;
+                if let ::std::option::Option::Some(value) = value {
+                    ::idemgen_runtime::codegen_support::check_min_length(
+                        path,
+                        value,
+                        1,
+                    )?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBody` schema.
+    #[derive(
+        ::std::fmt::Debug,
+        ::std::clone::Clone,
+        ::std::cmp::PartialEq,
+        ::serde::Serialize,
+        ::serde::Deserialize
+    )]
+    pub struct RecordReadingsRequestBody {
+        /// The `readings` property.
+        pub readings: ::std::vec::Vec<Reading>,
+        /// The `labels` property.
+        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        pub labels: ::std::option::Option<
+            ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
+        >,
+        /// The `scale` property.
+        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        pub scale: ::std::option::Option<f64>,
+        /// The `tree` property.
+        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        pub tree: ::std::option::Option<Node>,
+    }
+    impl ::idemgen_runtime::codegen_support::Validate for RecordReadingsRequestBody {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "readings",
+                );
+                let value = &self.readings;
+                ::idemgen_runtime::codegen_support::check_min_items(
+                    path,
+                    value.len(),
+                    1,
+                )?;
+                ::idemgen_runtime::codegen_support::check_unique_items(path, value)?;
+                for (i, value) in value.iter().enumerate() {
+                    let path = &::idemgen_runtime::codegen_support::FieldPath::Index(
+                        path,
+                        i,
+                    );
+                    <Reading as ::idemgen_runtime::codegen_support::Validate>::validate(
+                        value,
+                        path,
+                    )?;
+                }
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "labels",
+                );
+                let value = &self.labels;
+                if let ::std::option::Option::Some(value) = value {
+                    ::idemgen_runtime::codegen_support::check_max_properties(
+                        path,
+                        value.len(),
+                        2,
+                    )?;
+                    for (key, value) in value.iter() {
+                        let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                            path,
+                            key,
+                        );
+                        ::idemgen_runtime::codegen_support::check_max_length(
+                            path,
+                            value,
+                            8,
+                        )?;
+                    }
+                }
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "scale",
+                );
+                let value = &self.scale;
+                if let ::std::option::Option::Some(value) = value {
+                    ::idemgen_runtime::codegen_support::check_minimum(
+                        path,
+                        *value,
+                        ::idemgen_runtime::codegen_support::Bound::Exclusive(0.0),
+                    )?;
+                    ::idemgen_runtime::codegen_support::check_multiple_of(
+                        path,
+                        *value,
+                        0.5,
+                    )?;
+                }
+            }
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "tree",
+                );
+                let value = &self.tree;
+                if let ::std::option::Option::Some(value) = value {
+                    <Node as ::idemgen_runtime::codegen_support::Validate>::validate(
+                        value,
+                        path,
+                    )?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `SiteCode` schema.
+    pub type SiteCode = ::std::string::String;
     /// The `String` schema.
     #[derive(
         ::std::fmt::Debug,
@@ -759,6 +983,34 @@ impl ::idemgen_runtime::ResponseCodec for UploadPhotoResponse {
         }
     }
 }
+/// The request of `recordReadings` (`POST /readings`): its parameters and body, parsed and validated.
+#[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+pub struct RecordReadingsRequest {
+    /// The `sensor` query parameter.
+    pub sensor: ::std::vec::Vec<i64>,
+    /// The `X-Site` header parameter.
+    pub x_site: ::std::option::Option<types::SiteCode>,
+    /// The request body (`application/json`).
+    pub body: types::RecordReadingsRequestBody,
+}
+/// The responses `recordReadings` declares: one variant per status.
+#[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum RecordReadingsResponse {
+    /// 204: Recorded.
+    Status204,
+}
+impl ::axum::response::IntoResponse for RecordReadingsResponse {
+    fn into_response(self) -> ::axum::response::Response {
+        match self {
+            Self::Status204 => {
+                ::idemgen_runtime::codegen_support::empty_response(
+                    ::idemgen_runtime::codegen_support::status(204),
+                )
+            }
+        }
+    }
+}
 /// The request of `GET /tree` (`GET /tree`): its parameters and body, parsed and validated.
 #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
 pub struct GetTreeRequest {}
@@ -838,6 +1090,27 @@ pub trait ShapesApi: ::std::marker::Send + ::std::marker::Sync + 'static {
             ::idemgen_runtime::HandlerError,
         >,
     > + ::std::marker::Send;
+    /// Decides whether `principal` may attempt `recordReadings` (`POST /readings`). Runs on every attempt, replays included, before anything is executed or replayed; `Err` is answered as is (a 403 problem, usually).
+    fn authorize_record_readings(
+        &self,
+        principal: &::idemgen_runtime::Principal,
+        request: &RecordReadingsRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::std::result::Result<(), ::idemgen_runtime::Problem>,
+    > + ::std::marker::Send;
+    /// Every enforced validation keyword, on parameters and a nested body.
+    ///
+    /// Handles `recordReadings` (`POST /readings`).
+    fn record_readings(
+        &self,
+        principal: &::idemgen_runtime::Principal,
+        request: RecordReadingsRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::std::result::Result<
+            RecordReadingsResponse,
+            ::idemgen_runtime::HandlerError,
+        >,
+    > + ::std::marker::Send;
     /// Decides whether `principal` may attempt `GET /tree` (`GET /tree`). Runs on every attempt, replays included, before anything is executed or replayed; `Err` is answered as is (a 403 problem, usually).
     fn authorize_get_tree(
         &self,
@@ -907,6 +1180,7 @@ pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
     ::axum::Router::new()
         .route("/pets", ::axum::routing::post(handle_create_pet::<A, Au>))
         .route("/pets/{petId}/photo", ::axum::routing::put(handle_upload_photo::<A, Au>))
+        .route("/readings", ::axum::routing::post(handle_record_readings::<A, Au>))
         .route("/tree", ::axum::routing::get(handle_get_tree::<A, Au>))
         .with_state(state)
 }
@@ -1202,6 +1476,139 @@ async fn handle_upload_photo<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>
     ::idemgen_runtime::codegen_support::respond_idempotent::<
         UploadPhotoResponse,
     >(OPERATION, &owner, result)
+}
+/// Checks the validation keywords of `recordReadings`'s parameters and body; `Err` names the failing value.
+fn validate_record_readings(
+    request: &RecordReadingsRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("query.sensor");
+        let value = &request.sensor;
+        ::idemgen_runtime::codegen_support::check_min_items(path, value.len(), 1)?;
+        ::idemgen_runtime::codegen_support::check_max_items(path, value.len(), 3)?;
+        for (i, value) in value.iter().enumerate() {
+            let path = &::idemgen_runtime::codegen_support::FieldPath::Index(path, i);
+            ::idemgen_runtime::codegen_support::check_minimum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Inclusive(1.0),
+            )?;
+            ::idemgen_runtime::codegen_support::check_maximum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Exclusive(1000.0),
+            )?;
+        }
+    }
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("header.X-Site");
+        let value = &request.x_site;
+        if let ::std::option::Option::Some(value) = value {
+            ::idemgen_runtime::codegen_support::check_min_length(path, value, 2)?;
+            ::idemgen_runtime::codegen_support::check_max_length(path, value, 4)?;
+        }
+    }
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("body");
+        let value = &request.body;
+        <types::RecordReadingsRequestBody as ::idemgen_runtime::codegen_support::Validate>::validate(
+            value,
+            path,
+        )?;
+    }
+    ::std::result::Result::Ok(())
+}
+/// Parses and validates the parameters and body of `recordReadings`.
+async fn extract_record_readings(
+    parts: &::http::request::Parts,
+    body: ::axum::body::Body,
+    body_limit: usize,
+) -> ::std::result::Result<RecordReadingsRequest, ::idemgen_runtime::Problem> {
+    let query = ::idemgen_runtime::codegen_support::query_pairs(&parts.uri)?;
+    let sensor = ::idemgen_runtime::codegen_support::query_values(&query, "sensor")
+        .into_iter()
+        .map(|raw| ::idemgen_runtime::codegen_support::parse_param::<
+            i64,
+        >("query", "sensor", raw))
+        .collect::<::std::result::Result<::std::vec::Vec<_>, _>>()?;
+    if sensor.is_empty() {
+        return ::std::result::Result::Err(
+            ::idemgen_runtime::server::bad_request(
+                ::std::format!("{} parameter `{}` is required", "query", "sensor"),
+            ),
+        );
+    }
+    let x_site = ::idemgen_runtime::codegen_support::header_value(
+            &parts.headers,
+            "X-Site",
+        )?
+        .map(|raw| ::idemgen_runtime::codegen_support::parse_param::<
+            types::SiteCode,
+        >("header", "X-Site", raw))
+        .transpose()?;
+    let bytes = ::idemgen_runtime::server::read_body(body, body_limit).await?;
+    if bytes.is_empty() {
+        return ::std::result::Result::Err(
+            ::idemgen_runtime::server::bad_request("the request body is required"),
+        );
+    }
+    let body = ::idemgen_runtime::server::json_body::<
+        types::RecordReadingsRequestBody,
+    >(&bytes)?;
+    let request = RecordReadingsRequest {
+        sensor,
+        x_site,
+        body,
+    };
+    validate_record_readings(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
+}
+/// Serves `recordReadings`.
+async fn handle_record_readings<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
+    ::axum::extract::State(state): ::axum::extract::State<RouterState<A, Au>>,
+    request: ::axum::extract::Request,
+) -> ::axum::response::Response {
+    const OPERATION: &str = "recordReadings";
+    let (parts, body) = request.into_parts();
+    let principal = match state.authenticator.authenticate(&parts.headers).await {
+        ::std::result::Result::Ok(principal) => principal,
+        ::std::result::Result::Err(problem) => {
+            return ::idemgen_runtime::codegen_support::reject(
+                OPERATION,
+                ::std::option::Option::None,
+                problem,
+            );
+        }
+    };
+    let request: RecordReadingsRequest = match extract_record_readings(
+            &parts,
+            body,
+            state.config.body_limit,
+        )
+        .await
+    {
+        ::std::result::Result::Ok(request) => request,
+        ::std::result::Result::Err(problem) => {
+            return ::idemgen_runtime::codegen_support::reject(
+                OPERATION,
+                ::std::option::Option::Some(&principal.owner),
+                problem,
+            );
+        }
+    };
+    if let ::std::result::Result::Err(problem) = state
+        .api
+        .authorize_record_readings(&principal, &request)
+        .await
+    {
+        return ::idemgen_runtime::codegen_support::reject(
+            OPERATION,
+            ::std::option::Option::Some(&principal.owner),
+            problem,
+        );
+    }
+    let result = state.api.record_readings(&principal, request).await;
+    ::idemgen_runtime::codegen_support::respond(OPERATION, &principal.owner, result)
 }
 /// Parses and validates the parameters and body of `GET /tree`.
 async fn extract_get_tree(

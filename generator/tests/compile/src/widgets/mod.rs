@@ -72,6 +72,23 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
         pub color: ::std::option::Option<Color>,
     }
+    impl ::idemgen_runtime::codegen_support::Validate for NewWidget {
+        fn validate(
+            &self,
+            path: &::idemgen_runtime::codegen_support::FieldPath<'_>,
+        ) -> ::std::result::Result<(), ::std::string::String> {
+            {
+                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(
+                    path,
+                    "name",
+                );
+                let value = &self.name;
+                ::idemgen_runtime::codegen_support::check_min_length(path, value, 1)?;
+                ::idemgen_runtime::codegen_support::check_max_length(path, value, 100)?;
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
     /// The `Problem` schema.
     #[derive(
         ::std::fmt::Debug,
@@ -841,6 +858,20 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
         )
         .with_state(state)
 }
+/// Checks the validation keywords of `createWidget`'s parameters and body; `Err` names the failing value.
+fn validate_create_widget(
+    request: &CreateWidgetRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("body");
+        let value = &request.body;
+        <types::NewWidget as ::idemgen_runtime::codegen_support::Validate>::validate(
+            value,
+            path,
+        )?;
+    }
+    ::std::result::Result::Ok(())
+}
 /// Parses and validates the parameters and body of `createWidget`.
 async fn extract_create_widget(
     _parts: &::http::request::Parts,
@@ -854,7 +885,9 @@ async fn extract_create_widget(
         );
     }
     let body = ::idemgen_runtime::server::json_body::<types::NewWidget>(&bytes)?;
-    ::std::result::Result::Ok(CreateWidgetRequest { body })
+    let request = CreateWidgetRequest { body };
+    validate_create_widget(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
 }
 /// Serves `createWidget`.
 async fn handle_create_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
@@ -961,6 +994,37 @@ async fn handle_create_widget<A: WidgetsApi, Au: ::idemgen_runtime::Authenticato
         CreateWidgetResponse,
     >(OPERATION, &owner, result)
 }
+/// Checks the validation keywords of `listWidgets`'s parameters and body; `Err` names the failing value.
+fn validate_list_widgets(
+    request: &ListWidgetsRequest,
+) -> ::std::result::Result<(), ::std::string::String> {
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root("query.limit");
+        let value = &request.limit;
+        if let ::std::option::Option::Some(value) = value {
+            ::idemgen_runtime::codegen_support::check_minimum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Exclusive(0.0),
+            )?;
+            ::idemgen_runtime::codegen_support::check_maximum(
+                path,
+                *value as f64,
+                ::idemgen_runtime::codegen_support::Bound::Inclusive(100.0),
+            )?;
+        }
+    }
+    {
+        let path = &::idemgen_runtime::codegen_support::FieldPath::Root(
+            "header.X-Request-Id",
+        );
+        let value = &request.x_request_id;
+        if let ::std::option::Option::Some(value) = value {
+            ::idemgen_runtime::codegen_support::check_max_length(path, value, 64)?;
+        }
+    }
+    ::std::result::Result::Ok(())
+}
 /// Parses and validates the parameters and body of `listWidgets`.
 async fn extract_list_widgets(
     parts: &::http::request::Parts,
@@ -985,11 +1049,13 @@ async fn extract_list_widgets(
             ::std::string::String,
         >("header", "X-Request-Id", raw))
         .transpose()?;
-    ::std::result::Result::Ok(ListWidgetsRequest {
+    let request = ListWidgetsRequest {
         limit,
         color,
         x_request_id,
-    })
+    };
+    validate_list_widgets(&request).map_err(::idemgen_runtime::server::bad_request)?;
+    ::std::result::Result::Ok(request)
 }
 /// Serves `listWidgets`.
 async fn handle_list_widgets<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(

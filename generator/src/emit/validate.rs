@@ -1,0 +1,352 @@
+//! Tokens that enforce the validation keywords the IR carries ([`Checks`]): an
+//! `impl idemgen_runtime::codegen_support::Validate` for every struct and union with something
+//! to check, and per operation a `validate_*` function over the parsed request, which the
+//! extractor calls so that violations are a 400 problem before authorization and before any
+//! idempotency claim. The messages and the comparisons live in the runtime's `check_*` helpers;
+//! this module only decides which helper runs on which value.
+//!
+//! Convention inside the generated checks: `value` is a reference to the value being checked and
+//! `path` a `&FieldPath` naming it; nested values shadow both in their own block.
+
+use std::collections::BTreeMap;
+
+use proc_macro2::{Literal, TokenStream};
+use quote::quote;
+
+use crate::ir::names::ident;
+use crate::ir::types::{Bound, Checks, TypeDef, TypeKind, TypeRef};
+use crate::ir::{Api, BodyKind, OperationIr, ParamLocation};
+
+use super::doc_attrs;
+use super::operations::{request_ident, types_path};
+use super::types::rust_type;
+
+/// Aliases are expanded at most this deep (alias cycles are already broken by the IR).
+const MAX_ALIAS_DEPTH: usize = 32;
+
+/// Emits checks, knowing every type definition (to expand aliases and to know which named
+/// types implement `Validate`).
+pub struct Validation<'a> {
+    defs: BTreeMap<&'a str, &'a TypeDef>,
+}
+
+impl<'a> Validation<'a> {
+    /// The checker for the types of `api`.
+    pub fn new(api: &'a Api) -> Validation<'a> {
+        Validation {
+            defs: api.types.iter().map(|d| (d.name.as_str(), d)).collect(),
+        }
+    }
+
+    /// `impl Validate` for a struct or union with something to check (emitted inside `types`).
+    pub fn type_impl(&self, def: &TypeDef) -> TokenStream {
+        if !def.validated {
+            return TokenStream::new();
+        }
+        let here = TokenStream::new();
+        let body = match &def.kind {
+            TypeKind::Struct {
+                fields,
+                extra,
+                extra_checks,
+                ..
+            } => {
+                let mut out = TokenStream::new();
+                for f in fields {
+                    let inner = self.value(&f.field_type(), &f.checks, &here, 0);
+                    if inner.is_empty() {
+                        continue;
+                    }
+                    let field = ident(&f.name);
+                    let wire = Literal::string(&f.wire);
+                    out.extend(quote! {
+                        {
+                            let path = &::idemgen_runtime::codegen_support::FieldPath::Property(path, #wire);
+                            let value = &self.#field;
+                            #inner
+                        }
+                    });
+                }
+                if let Some(extra) = extra {
+                    let inner = self.value(extra, extra_checks, &here, 0);
+                    if !inner.is_empty() {
+                        out.extend(quote! {
+                            for (key, value) in &self.additional_properties {
+                                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(path, key);
+                                #inner
+                            }
+                        });
+                    }
+                }
+                out
+            }
+            TypeKind::Union { variants, .. } => {
+                let arms = variants.iter().map(|v| {
+                    let name = ident(&v.name);
+                    let inner = self.value(&v.ty, &v.checks, &here, 0);
+                    if inner.is_empty() {
+                        quote!(Self::#name(_) => {})
+                    } else {
+                        quote!(Self::#name(value) => { #inner })
+                    }
+                });
+                quote! {
+                    match self {
+                        #(#arms)*
+                    }
+                }
+            }
+            TypeKind::Alias(_) | TypeKind::StringEnum { .. } => return TokenStream::new(),
+        };
+        let name = ident(&def.name);
+        quote! {
+            impl ::idemgen_runtime::codegen_support::Validate for #name {
+                fn validate(&self, path: &::idemgen_runtime::codegen_support::FieldPath<'_>) -> ::std::result::Result<(), ::std::string::String> {
+                    #body
+                    ::std::result::Result::Ok(())
+                }
+            }
+        }
+    }
+
+    /// The name of the function validating `op`'s request, when it has anything to check.
+    pub fn request_fn_ident(&self, op: &OperationIr) -> Option<proc_macro2::Ident> {
+        self.request_checks(op)
+            .next()
+            .map(|_| quote::format_ident!("validate_{}", op.method))
+    }
+
+    /// `fn validate_*(request: &…Request) -> Result<(), String>` for an operation whose
+    /// parameters or JSON body have anything to check; nothing otherwise.
+    pub fn request_fn(&self, op: &OperationIr) -> TokenStream {
+        let Some(name) = self.request_fn_ident(op) else {
+            return TokenStream::new();
+        };
+        let request = request_ident(op);
+        let checks = self.request_checks(op).map(|(root, field, inner)| {
+            let root = Literal::string(&root);
+            quote! {
+                {
+                    let path = &::idemgen_runtime::codegen_support::FieldPath::Root(#root);
+                    let value = &request.#field;
+                    #inner
+                }
+            }
+        });
+        let doc = doc_attrs(&format!(
+            "Checks the validation keywords of `{}`'s parameters and body; `Err` names the failing value.",
+            op.id
+        ));
+        quote! {
+            #doc
+            fn #name(request: &#request) -> ::std::result::Result<(), ::std::string::String> {
+                #(#checks)*
+                ::std::result::Result::Ok(())
+            }
+        }
+    }
+
+    /// (path root, request field, checks) for every parameter and body with something to check.
+    fn request_checks<'o>(
+        &'o self,
+        op: &'o OperationIr,
+    ) -> impl Iterator<Item = (String, proc_macro2::Ident, TokenStream)> + 'o {
+        let params = op.params.iter().filter_map(move |p| {
+            let optional_array = !p.required && matches!(p.ty, TypeRef::Vec(_));
+            let ty = if p.required || optional_array {
+                p.ty.clone()
+            } else {
+                TypeRef::Option(Box::new(p.ty.clone()))
+            };
+            let mut inner = self.value(&ty, &p.checks, &types_path(), 0);
+            if inner.is_empty() {
+                return None;
+            }
+            if optional_array {
+                // An absent optional array is served empty; its item counts do not apply.
+                inner = quote! {
+                    if !value.is_empty() {
+                        #inner
+                    }
+                };
+            }
+            let location = match p.location {
+                ParamLocation::Path => "path",
+                ParamLocation::Query => "query",
+                ParamLocation::Header => "header",
+            };
+            Some((format!("{location}.{}", p.wire), ident(&p.field), inner))
+        });
+        let body = op.body.iter().filter_map(move |b| {
+            let BodyKind::Json(ty) = &b.kind else {
+                return None;
+            };
+            let ty = if b.required {
+                ty.clone()
+            } else {
+                TypeRef::Option(Box::new(ty.clone()))
+            };
+            let inner = self.value(&ty, &b.checks, &types_path(), 0);
+            (!inner.is_empty()).then(|| ("body".to_string(), ident("body"), inner))
+        });
+        params.chain(body)
+    }
+
+    /// Statements checking `value: &ty` at `path` against `checks`; empty when nothing applies.
+    fn value(
+        &self,
+        ty: &TypeRef,
+        checks: &Checks,
+        types: &TokenStream,
+        depth: usize,
+    ) -> TokenStream {
+        let own = checks.own.for_type(ty);
+        let support = quote!(::idemgen_runtime::codegen_support);
+        let mut out = TokenStream::new();
+        match ty {
+            TypeRef::Option(inner) => {
+                let inner = self.value(inner, checks, types, depth);
+                if !inner.is_empty() {
+                    out.extend(quote! {
+                        if let ::std::option::Option::Some(value) = value {
+                            #inner
+                        }
+                    });
+                }
+            }
+            TypeRef::Boxed(inner_ty) => {
+                let inner = self.value(inner_ty, checks, types, depth);
+                if !inner.is_empty() {
+                    let target = rust_type(inner_ty, types);
+                    out.extend(quote! {
+                        let value: &#target = value;
+                        #inner
+                    });
+                }
+            }
+            TypeRef::String => {
+                if let Some(n) = own.min_length {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_min_length(path, value, #n)?;));
+                }
+                if let Some(n) = own.max_length {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_max_length(path, value, #n)?;));
+                }
+            }
+            TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
+                let number = if *ty == TypeRef::F64 {
+                    quote!(*value)
+                } else {
+                    quote!(*value as f64)
+                };
+                if let Some(bound) = own.minimum {
+                    let bound = bound_tokens(bound);
+                    out.extend(quote!(#support::check_minimum(path, #number, #bound)?;));
+                }
+                if let Some(bound) = own.maximum {
+                    let bound = bound_tokens(bound);
+                    out.extend(quote!(#support::check_maximum(path, #number, #bound)?;));
+                }
+                if let Some(factor) = own.multiple_of {
+                    let factor = float(factor);
+                    out.extend(quote!(#support::check_multiple_of(path, #number, #factor)?;));
+                }
+            }
+            TypeRef::Vec(item) => {
+                if let Some(n) = own.min_items {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_min_items(path, value.len(), #n)?;));
+                }
+                if let Some(n) = own.max_items {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_max_items(path, value.len(), #n)?;));
+                }
+                if own.unique_items {
+                    out.extend(quote!(#support::check_unique_items(path, value)?;));
+                }
+                let none = Checks::default();
+                let inner =
+                    self.value(item, checks.items.as_deref().unwrap_or(&none), types, depth);
+                if !inner.is_empty() {
+                    out.extend(quote! {
+                        for (i, value) in value.iter().enumerate() {
+                            let path = &#support::FieldPath::Index(path, i);
+                            #inner
+                        }
+                    });
+                }
+            }
+            TypeRef::Map(item) => {
+                if let Some(n) = own.min_properties {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_min_properties(path, value.len(), #n)?;));
+                }
+                if let Some(n) = own.max_properties {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_max_properties(path, value.len(), #n)?;));
+                }
+                let none = Checks::default();
+                let inner = self.value(
+                    item,
+                    checks.values.as_deref().unwrap_or(&none),
+                    types,
+                    depth,
+                );
+                if !inner.is_empty() {
+                    out.extend(quote! {
+                        for (key, value) in value.iter() {
+                            let path = &#support::FieldPath::Property(path, key);
+                            #inner
+                        }
+                    });
+                }
+            }
+            TypeRef::Named(name) => {
+                let Some(def) = self.defs.get(name.as_str()).filter(|d| d.validated) else {
+                    return out;
+                };
+                match &def.kind {
+                    TypeKind::Alias(target) if depth < MAX_ALIAS_DEPTH => {
+                        out.extend(self.value(target, &def.checks, types, depth + 1));
+                    }
+                    TypeKind::Struct { .. } | TypeKind::Union { .. } => {
+                        let ty = rust_type(ty, types);
+                        out.extend(quote!(<#ty as #support::Validate>::validate(value, path)?;));
+                    }
+                    _ => {}
+                }
+            }
+            TypeRef::Bool | TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date | TypeRef::Json => {}
+        }
+        out
+    }
+}
+
+fn bound_tokens(bound: Bound) -> TokenStream {
+    match bound {
+        Bound::Inclusive(n) => {
+            let n = float(n);
+            quote!(::idemgen_runtime::codegen_support::Bound::Inclusive(#n))
+        }
+        Bound::Exclusive(n) => {
+            let n = float(n);
+            quote!(::idemgen_runtime::codegen_support::Bound::Exclusive(#n))
+        }
+    }
+}
+
+/// An `f64` literal; negative numbers as a negated literal (a literal token has no sign).
+fn float(n: f64) -> TokenStream {
+    let literal = Literal::f64_unsuffixed(n.abs());
+    if n < 0.0 {
+        quote!(-#literal)
+    } else {
+        quote!(#literal)
+    }
+}
+
+/// A `u64` literal without suffix.
+fn count(n: u64) -> Literal {
+    Literal::u64_unsuffixed(n)
+}
