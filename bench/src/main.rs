@@ -24,7 +24,7 @@ use anyhow::Context;
 use clap::Parser;
 use http::{HeaderMap, StatusCode};
 use idemgen_runtime::executor::HandlerFuture;
-use idemgen_runtime::store::{PgStore, PgTx};
+use idemgen_runtime::store::PgStore;
 use idemgen_runtime::{
     CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
     IdempotencyKey, IdempotentRequest, ResponseCodec, Scope, StoredResponse, Strategy, TxHandle,
@@ -126,6 +126,7 @@ fn request(owner: &str, key: &str) -> IdempotentRequest {
         fingerprint_version: 1,
         declared_headers: &[],
         retention: None,
+        key_header: "Idempotency-Key",
     }
 }
 
@@ -138,7 +139,7 @@ async fn idempotent_create(
     let result = exec
         .execute(
             request(owner, key),
-            move |tx: &mut TxHandle<PgTx>| -> HandlerFuture<'_, Created, sqlx::Error> {
+            move |tx: &mut TxHandle<PgStore>| -> HandlerFuture<'_, Created, sqlx::Error> {
                 Box::pin(async move {
                     let id = insert_thing(tx.conn(), &owner_in).await?;
                     tx.set_resource_ref(id.to_string());

@@ -96,11 +96,11 @@ fn sort_findings(spec: &LoadedSpec, findings: &mut [Finding]) {
 }
 
 /// The `hs1` fingerprint of a semantic input given as JSON text, computed by the runtime's own
-/// [`idemgen_runtime::Fingerprint::hs1`] (one home for the rule).
+/// [`idemgen_protocol::Fingerprint::hs1`] (one home for the rule).
 pub fn fingerprint(operation: &str, version: i16, input_json: &str) -> Result<String, String> {
     let input: serde_json::Value =
         serde_json::from_str(input_json).map_err(|e| format!("the input is not JSON: {e}"))?;
-    idemgen_runtime::Fingerprint::hs1(operation, version, &input)
+    idemgen_protocol::Fingerprint::hs1(operation, version, &input)
         .map(|f| f.as_str().to_string())
         .map_err(|e| e.to_string())
 }

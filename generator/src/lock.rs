@@ -8,12 +8,19 @@
 //! `build` and `check` compare the spec with the lock and refuse a shape change without a version
 //! bump; `build` then records the new state.
 //!
-//! The shape is the canonical JSON of what enters the input: path and query parameters (name,
-//! `required`, schema) and the body (media type, `required`, schema), with `$ref`s resolved and
-//! only meaning-bearing schema keywords kept (`type`, `format`, `properties`, `required`,
-//! `items`, `enum`, …; not `description`, `example`, or validation bounds, which change what is
-//! accepted but not what an accepted request means). Renaming a component schema does not change
-//! the shape; recursion is cut with a marker.
+//! The shape is computed from the IR's [`Idempotency`] of each operation, the same value the
+//! emitter writes the semantic input from, so the lock and the generated code cannot disagree on
+//! what is fingerprinted. It is the canonical JSON of what the semantic input serialises: the
+//! path and query groups (present when the operation has such parameters) with each parameter's
+//! wire name, whether it is required and its type, and the body (required, and its type), every
+//! named type expanded to the JSON it serialises as (object properties with their wire names and
+//! whether they are required, enum values, union alternatives, nullability) and hashed with
+//! SHA-256. Member order, Rust and component names, descriptions, examples, validation bounds and
+//! anything that only changes what is accepted (`additionalProperties: false`, discriminator
+//! mappings) do not count; recursion is cut with a marker.
+//!
+//! Format 1 hashed the spec's schema nodes instead; a format 1 lock is still read for its
+//! fingerprint versions (which may never go down), and `build` rewrites it in format 2.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,34 +30,21 @@ use serde_json::{Map, Value as Json};
 use sha2::{Digest, Sha256};
 
 use crate::config::{Config, Level};
-use crate::loader::{LoadedSpec, Node, NodeRef, RefTarget, Value};
+use crate::ir::types::{TypeDef, TypeKind, TypeRef};
+use crate::ir::{Api, BodyKind, Idempotency, ParamIr};
+use crate::loader::{LoadedSpec, Node};
 use crate::rules::extensions::X_FINGERPRINT_VERSION;
-use crate::rules::{Finding, RuleId, is_idempotent};
-use crate::spec::{self, Operation};
+use crate::rules::{Finding, RuleId};
+use crate::spec;
 
 /// The lock's file name, beside the spec.
 pub const LOCK_FILE: &str = "idemgen.lock";
 
 /// The lock format version written in the file.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
-/// Schema keywords that carry meaning for the shape.
-const KEPT: [&str; 14] = [
-    "type",
-    "format",
-    "nullable",
-    "enum",
-    "const",
-    "properties",
-    "required",
-    "items",
-    "additionalProperties",
-    "oneOf",
-    "anyOf",
-    "allOf",
-    "discriminator",
-    "contentEncoding",
-];
+/// The earlier format, whose shapes hashed schema nodes: still read for its versions.
+const FORMAT_1: u32 = 1;
 
 /// Where the lock of `spec_path` lives.
 pub fn lock_path(spec_path: &Path) -> PathBuf {
@@ -82,37 +76,42 @@ pub struct LockedOperation {
 }
 
 impl Lock {
-    /// The lock describing `spec` now.
-    pub fn from_spec(spec: &LoadedSpec) -> Lock {
-        let mut operations = BTreeMap::new();
-        for op in spec::operations(spec) {
-            if !is_idempotent(&op) || spec::SAFE_METHODS.contains(&op.method) {
-                continue;
-            }
-            let Some(id) = op.operation_id().and_then(Node::as_str) else {
-                continue;
-            };
-            let shape = input_shape(spec, &op);
-            let digest = Sha256::digest(canonical(&shape).as_bytes());
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-            operations.insert(
-                id.to_string(),
-                LockedOperation {
-                    fingerprint_version: fingerprint_version(&op),
-                    input_shape: format!("sha256:{hex}"),
-                },
-            );
-        }
+    /// The lock describing the idempotent operations of `api`.
+    pub fn from_api(api: &Api) -> Lock {
+        let types: HashMap<&str, &TypeDef> =
+            api.types.iter().map(|d| (d.name.as_str(), d)).collect();
+        let operations = api
+            .operations
+            .iter()
+            .filter_map(|op| Some((op, op.idempotency.as_ref()?)))
+            .map(|(op, idempotency)| {
+                let shape = input_shape(idempotency, &types);
+                let digest = Sha256::digest(canonical(&shape).as_bytes());
+                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                (
+                    op.id.clone(),
+                    LockedOperation {
+                        fingerprint_version: idempotency.fingerprint_version,
+                        input_shape: format!("sha256:{hex}"),
+                    },
+                )
+            })
+            .collect();
         Lock {
             version: FORMAT,
             operations,
         }
     }
 
+    /// The lock describing `spec` now (its IR built with the configured key header).
+    pub fn from_spec(spec: &LoadedSpec, config: &Config) -> Lock {
+        Lock::from_api(&Api::from_spec(spec, &config.header))
+    }
+
     /// Parses a lock file.
     pub fn parse(text: &str) -> Result<Lock, String> {
         let lock: Lock = toml::from_str(text).map_err(|e| e.to_string())?;
-        if lock.version != FORMAT {
+        if lock.version != FORMAT && lock.version != FORMAT_1 {
             return Err(format!(
                 "lock format version {} is not supported (expected {FORMAT})",
                 lock.version
@@ -153,16 +152,6 @@ fn toml_key(key: &str) -> String {
     }
 }
 
-fn fingerprint_version(op: &Operation<'_>) -> i16 {
-    op.node
-        .node
-        .get(X_FINGERPRINT_VERSION)
-        .and_then(Node::as_int)
-        .and_then(|v| i16::try_from(v).ok())
-        .filter(|v| *v >= 1)
-        .unwrap_or(1)
-}
-
 /// Compares the spec's lock with the recorded one: a shape change without a version change, or
 /// a version lower than recorded, is a finding of `fingerprint-shape-changed`.
 pub fn compare(
@@ -199,7 +188,8 @@ pub fn compare(
                 then.fingerprint_version,
                 now.fingerprint_version
             )
-        } else if now.fingerprint_version == then.fingerprint_version
+        } else if recorded.version == FORMAT
+            && now.fingerprint_version == then.fingerprint_version
             && now.input_shape != then.input_shape
         {
             format!(
@@ -229,201 +219,139 @@ pub fn compare(
     findings
 }
 
-/// The canonical shape of an operation's semantic input.
-pub fn input_shape(spec: &LoadedSpec, op: &Operation<'_>) -> Json {
+/// The canonical shape of an operation's semantic input: what its JSON form can be.
+pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -> Json {
     let mut shaper = Shaper {
-        spec,
-        memo: HashMap::new(),
+        types,
         stack: Vec::new(),
     };
     let mut out = Map::new();
-    for location in ["path", "query"] {
-        let mut group = Map::new();
-        for p in op.parameters(spec) {
-            if p.location != Some(location) {
-                continue;
-            }
-            let Some(name) = p.name else { continue };
-            let required = location == "path"
-                || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
-            let schema = p
-                .schema(spec)
-                .map(|s| shaper.shape(s).0)
-                .unwrap_or(Json::Null);
-            let mut entry = Map::new();
-            entry.insert("required".into(), Json::Bool(required));
-            entry.insert("schema".into(), schema);
-            group.insert(name.to_string(), Json::Object(entry));
+    for (group, params) in [
+        ("path", &idempotency.input.path),
+        ("query", &idempotency.input.query),
+    ] {
+        if params.is_empty() {
+            continue;
         }
-        if !group.is_empty() {
-            out.insert(location.into(), Json::Object(group));
-        }
+        let members = params
+            .iter()
+            .map(|p: &ParamIr| {
+                let required = p.required || matches!(p.ty, TypeRef::Vec(_));
+                (p.wire.clone(), shaper.member(required, &p.ty))
+            })
+            .collect();
+        out.insert(group.into(), Json::Object(members));
     }
-    if let Some(rb) = op.node.node.get("requestBody") {
-        let rb = spec.deref(NodeRef {
-            file: op.node.file,
-            node: rb,
-        });
+    if let Some(body) = &idempotency.input.body {
+        let ty = match &body.kind {
+            BodyKind::Json(ty) => shaper.shape(ty),
+            BodyKind::Text => Json::from("text"),
+            BodyKind::Bytes => Json::from("bytes (hex)"),
+        };
         let mut entry = Map::new();
-        entry.insert(
-            "required".into(),
-            Json::Bool(rb.node.get("required").and_then(Node::as_bool) == Some(true)),
-        );
-        if let Some(content) = rb.node.get("content").and_then(Node::as_map) {
-            let chosen = content
-                .entries()
-                .iter()
-                .find(|(k, _)| crate::ir::is_json(&k.text))
-                .or_else(|| content.entries().first());
-            if let Some((media, node)) = chosen {
-                entry.insert("media".into(), Json::String(media.text.clone()));
-                let schema = node
-                    .get("schema")
-                    .map(|s| {
-                        shaper
-                            .shape(NodeRef {
-                                file: rb.file,
-                                node: s,
-                            })
-                            .0
-                    })
-                    .unwrap_or(Json::Null);
-                entry.insert("schema".into(), schema);
-            }
-        }
+        entry.insert("required".into(), Json::Bool(body.required));
+        entry.insert("type".into(), ty);
         out.insert("body".into(), Json::Object(entry));
     }
     Json::Object(out)
 }
 
-struct Shaper<'s> {
-    spec: &'s LoadedSpec,
-    /// Shapes of reference targets that did not depend on the stack (no recursion marker).
-    memo: HashMap<RefTarget, Json>,
-    stack: Vec<RefTarget>,
+/// Expands types into the JSON they serialise as.
+struct Shaper<'t> {
+    types: &'t HashMap<&'t str, &'t TypeDef>,
+    stack: Vec<&'t str>,
 }
 
-impl<'s> Shaper<'s> {
-    /// The shape of a schema, and whether it contains a marker for recursion into a schema
-    /// that is on the stack (then it must not be memoised).
-    fn shape(&mut self, at: NodeRef<'s>) -> (Json, bool) {
-        if self.stack.len() > 128 {
-            return (Json::String("$deep".into()), true);
-        }
-        if let Some(reference) = at.node.ref_target() {
-            let Ok(target) = self.spec.ref_target(at.file, reference) else {
-                return (Json::Null, false);
-            };
-            if let Some(depth) = self.stack.iter().position(|t| *t == target) {
-                return (json_marker(self.stack.len() - depth), true);
-            }
-            if let Some(shape) = self.memo.get(&target) {
-                return (shape.clone(), false);
-            }
-            let Ok(next) = self.spec.resolve_ref(at.file, reference) else {
-                return (Json::Null, false);
-            };
-            self.stack.push(target.clone());
-            let (shape, recursive) = self.shape(next);
-            self.stack.pop();
-            if !recursive {
-                self.memo.insert(target, shape.clone());
-            }
-            return (shape, recursive);
-        }
-        match &at.node.value {
-            Value::Map(map) => {
-                let mut out = Map::new();
-                let mut recursive = false;
-                for (key, value) in map.entries() {
-                    if !KEPT.contains(&key.text.as_str()) {
-                        continue;
-                    }
-                    let shaped = match key.text.as_str() {
-                        "properties" => {
-                            let mut props = Map::new();
-                            for (name, schema) in value.as_map().map(|m| m.entries()).unwrap_or(&[])
-                            {
-                                let (s, r) = self.shape(NodeRef {
-                                    file: at.file,
-                                    node: schema,
-                                });
-                                recursive |= r;
-                                props.insert(name.text.clone(), s);
-                            }
-                            Json::Object(props)
-                        }
-                        "items" | "additionalProperties" => {
-                            let (s, r) = self.shape(NodeRef {
-                                file: at.file,
-                                node: value,
-                            });
-                            recursive |= r;
-                            s
-                        }
-                        "oneOf" | "anyOf" | "allOf" => {
-                            let mut items = Vec::new();
-                            for item in value.as_seq().unwrap_or(&[]) {
-                                let (s, r) = self.shape(NodeRef {
-                                    file: at.file,
-                                    node: item,
-                                });
-                                recursive |= r;
-                                items.push(s);
-                            }
-                            Json::Array(items)
-                        }
-                        "discriminator" => value
-                            .get("propertyName")
-                            .and_then(Node::as_str)
-                            .map(|p| Json::String(p.to_string()))
-                            .unwrap_or(Json::Null),
-                        "required" => {
-                            let mut names: Vec<String> = value
-                                .as_seq()
-                                .unwrap_or(&[])
-                                .iter()
-                                .filter_map(Node::as_str)
-                                .map(str::to_string)
-                                .collect();
-                            names.sort();
-                            names.dedup();
-                            Json::Array(names.into_iter().map(Json::String).collect())
-                        }
-                        _ => literal(value),
-                    };
-                    out.insert(key.text.clone(), shaped);
-                }
-                (Json::Object(out), recursive)
-            }
-            _ => (literal(at.node), false),
+impl<'t> Shaper<'t> {
+    fn member(&mut self, required: bool, ty: &TypeRef) -> Json {
+        let mut entry = Map::new();
+        entry.insert("required".into(), Json::Bool(required));
+        entry.insert("type".into(), self.shape(ty));
+        Json::Object(entry)
+    }
+
+    fn shape(&mut self, ty: &TypeRef) -> Json {
+        let scalar = |name: &str| Json::from(name);
+        let wrap = |kind: &str, inner: Json| {
+            let mut m = Map::new();
+            m.insert(kind.into(), inner);
+            Json::Object(m)
+        };
+        match ty {
+            TypeRef::String => scalar("string"),
+            TypeRef::Bool => scalar("boolean"),
+            TypeRef::I32 => scalar("int32"),
+            TypeRef::I64 => scalar("int64"),
+            TypeRef::F64 => scalar("number"),
+            TypeRef::Uuid => scalar("uuid"),
+            TypeRef::DateTime => scalar("date-time"),
+            TypeRef::Date => scalar("date"),
+            TypeRef::Json => scalar("any"),
+            TypeRef::Vec(item) => wrap("array", self.shape(item)),
+            TypeRef::Map(item) => wrap("map", self.shape(item)),
+            TypeRef::Option(inner) => wrap("nullable", self.shape(inner)),
+            TypeRef::Boxed(inner) => self.shape(inner),
+            TypeRef::Named(name) => self.named(name),
         }
     }
-}
 
-fn json_marker(levels_up: usize) -> Json {
-    let mut m = Map::new();
-    m.insert("$recursive".into(), Json::from(levels_up));
-    Json::Object(m)
-}
-
-/// A node as plain JSON (for `enum`, `const`, `type` values).
-fn literal(node: &Node) -> Json {
-    match &node.value {
-        Value::Null => Json::Null,
-        Value::Bool(b) => Json::Bool(*b),
-        Value::Int(i) => Json::from(*i),
-        Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Json::Number)
-            .unwrap_or(Json::Null),
-        Value::Str(s) => Json::String(s.clone()),
-        Value::Seq(items) => Json::Array(items.iter().map(literal).collect()),
-        Value::Map(m) => Json::Object(
-            m.entries()
-                .iter()
-                .map(|(k, v)| (k.text.clone(), literal(v)))
-                .collect(),
-        ),
+    fn named(&mut self, name: &str) -> Json {
+        let Some((&key, def)) = self.types.get_key_value(name) else {
+            return Json::from("any");
+        };
+        if let Some(depth) = self.stack.iter().rposition(|n| *n == name) {
+            let mut m = Map::new();
+            m.insert("recursive".into(), Json::from(self.stack.len() - depth));
+            return Json::Object(m);
+        }
+        if self.stack.len() > 128 {
+            return Json::from("deep");
+        }
+        self.stack.push(key);
+        let shape = match &def.kind {
+            TypeKind::Struct { fields, extra, .. } => {
+                let mut m = Map::new();
+                let members = fields
+                    .iter()
+                    .map(|f| (f.wire.clone(), self.member(f.required, &f.ty)))
+                    .collect();
+                m.insert("object".into(), Json::Object(members));
+                if let Some(extra) = extra {
+                    m.insert("additional".into(), self.shape(extra));
+                }
+                Json::Object(m)
+            }
+            TypeKind::StringEnum { variants } => {
+                let mut values: Vec<&str> = variants.iter().map(|v| v.wire.as_str()).collect();
+                values.sort_unstable();
+                let mut m = Map::new();
+                m.insert("enum".into(), Json::from(values));
+                Json::Object(m)
+            }
+            TypeKind::Union { variants, .. } => {
+                // Serialised untagged: each alternative as itself, in no particular order.
+                let mut alternatives: Vec<String> = variants
+                    .iter()
+                    .map(|v| canonical(&self.shape(&v.ty)))
+                    .collect();
+                alternatives.sort();
+                alternatives.dedup();
+                let mut m = Map::new();
+                m.insert(
+                    "union".into(),
+                    Json::from(
+                        alternatives
+                            .into_iter()
+                            .map(|a| serde_json::from_str(&a).unwrap_or(Json::Null))
+                            .collect::<Vec<Json>>(),
+                    ),
+                );
+                Json::Object(m)
+            }
+            TypeKind::Alias(target) => self.shape(target),
+        };
+        self.stack.pop();
+        shape
     }
 }
 
@@ -471,7 +399,7 @@ pub fn check_beside(spec_path: &Path, spec: &LoadedSpec, config: &Config) -> Vec
         return Vec::new();
     };
     let display = crate::loader::source::display_path(&path);
-    let current = Lock::from_spec(spec);
+    let current = Lock::from_spec(spec, config);
     match Lock::parse(&text) {
         Ok(recorded) => compare(spec, config, &current, &recorded, &display),
         Err(e) => {

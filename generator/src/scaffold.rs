@@ -20,10 +20,14 @@ pub struct ScaffoldOperation {
     pub method: String,
     /// The request type.
     pub request: String,
-    /// The response type.
-    pub response: String,
+    /// The handler's result type.
+    pub result: String,
     /// Whether the handler gets a transaction handle.
+    pub tx: bool,
+    /// Whether the operation is idempotent (its success is stored and replayed).
     pub idempotent: bool,
+    /// Whether the method is safe (its authorization may be left to the trait's default).
+    pub safe: bool,
 }
 
 #[derive(Template)]
@@ -33,7 +37,8 @@ struct Skeleton<'a> {
     module: &'a str,
     service: String,
     trait_name: &'a str,
-    has_idempotent: bool,
+    has_tx: bool,
+    has_write: bool,
     operations: Vec<ScaffoldOperation>,
 }
 
@@ -60,8 +65,10 @@ pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
             authorize: raw(&op.authorize_method),
             method: raw(&op.method),
             request: format!("{}Request", op.name),
-            response: format!("{}Response", op.name),
-            idempotent: op.idempotent,
+            result: format!("HandlerResult<{}>", op.name),
+            tx: op.in_transaction(),
+            idempotent: op.is_idempotent(),
+            safe: op.safe,
         })
         .collect();
     Skeleton {
@@ -69,7 +76,8 @@ pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
         module,
         service,
         trait_name: &api.trait_name,
-        has_idempotent: api.operations.iter().any(|op| op.idempotent),
+        has_tx: api.operations.iter().any(|op| op.in_transaction()),
+        has_write: api.operations.iter().any(|op| !op.safe),
         operations,
     }
     .render()

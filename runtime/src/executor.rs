@@ -73,6 +73,8 @@ pub struct IdempotentRequest {
     pub declared_headers: &'static [&'static str],
     /// Overrides the executor's retention for this operation.
     pub retention: Option<Duration>,
+    /// The header the key came in, for problem details (`Idempotency-Key`).
+    pub key_header: &'static str,
 }
 
 /// A 2xx result in the form it is stored.
@@ -101,25 +103,84 @@ pub trait ResponseCodec: Sized + Send + 'static {
 
 /// The handle a handler writes through: the store's transaction, plus the reference of the
 /// resource the attempt creates (so that deleting it later can tombstone the record).
-#[derive(Debug)]
-pub struct TxHandle<T> {
-    tx: T,
+///
+/// Handlers name it by their API's store only (`&mut TxHandle<Self::Store>`); with
+/// [`PgStore`](crate::PgStore), [`TxHandle::conn`] is the PostgreSQL connection inside the
+/// attempt's transaction. It offers queries, never commit or rollback.
+pub struct TxHandle<S: Store> {
+    tx: S::Tx,
+    store: Arc<S>,
     resource_ref: Option<String>,
 }
 
-impl<T> TxHandle<T> {
-    /// The transaction.
-    pub fn tx(&mut self) -> &mut T {
-        &mut self.tx
-    }
-
-    /// Records the reference of the resource this attempt creates (e.g. its id).
-    pub fn set_resource_ref(&mut self, resource_ref: impl Into<String>) {
-        self.resource_ref = Some(resource_ref.into());
+impl<S: Store> std::fmt::Debug for TxHandle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxHandle")
+            .field("resource_ref", &self.resource_ref)
+            .finish_non_exhaustive()
     }
 }
 
-impl TxHandle<crate::store::PgTx> {
+impl<S: Store> TxHandle<S> {
+    /// Opens a transaction on `store` outside any attempt: for the request pipeline's
+    /// transactional operations and for tests of handlers (commit it with [`TxHandle::commit`];
+    /// dropping it rolls back).
+    pub async fn begin(store: Arc<S>) -> Result<TxHandle<S>, StoreError> {
+        let tx = store.begin().await?;
+        Ok(TxHandle {
+            tx,
+            store,
+            resource_ref: None,
+        })
+    }
+
+    /// Commits a transaction opened with [`TxHandle::begin`].
+    pub async fn commit(self) -> Result<(), CommitError> {
+        self.store.commit(self.tx).await
+    }
+
+    /// Rolls back a transaction opened with [`TxHandle::begin`].
+    pub async fn rollback(self) -> Result<(), StoreError> {
+        self.store.rollback(self.tx).await
+    }
+
+    /// The store's transaction.
+    pub fn tx(&mut self) -> &mut S::Tx {
+        &mut self.tx
+    }
+
+    /// Records the reference of the resource this attempt creates (e.g. its id), so that deleting
+    /// the resource later can turn this key's record into a tombstone (410 to late retries).
+    pub fn set_resource_ref(&mut self, resource_ref: impl Into<String>) {
+        self.resource_ref = Some(resource_ref.into());
+    }
+
+    /// The resource reference set by [`TxHandle::set_resource_ref`].
+    pub fn resource_ref(&self) -> Option<&str> {
+        self.resource_ref.as_deref()
+    }
+
+    /// Inside this transaction, turns the completed record of operation `Op` that created
+    /// `resource_ref` for `principal` into a tombstone: a late retry of that create is answered
+    /// 410 instead of replaying a resource that no longer exists. Typed by the operation, so a
+    /// renamed or non-idempotent operation does not compile. Returns how many records changed.
+    pub async fn tombstone<Op: crate::operation::Idempotent>(
+        &mut self,
+        principal: &crate::server::Principal,
+        resource_ref: impl std::fmt::Display,
+    ) -> Result<u64, StoreError> {
+        self.store
+            .tombstone_resource(
+                &mut self.tx,
+                &principal.owner,
+                Op::ID,
+                &resource_ref.to_string(),
+            )
+            .await
+    }
+}
+
+impl TxHandle<crate::store::PgStore> {
     /// The PostgreSQL connection inside the attempt's transaction.
     pub fn conn(&mut self) -> &mut sqlx::PgConnection {
         self.tx.conn()
@@ -203,6 +264,11 @@ impl<S: Store> Executor<S> {
         &self.store
     }
 
+    /// The store, shared.
+    pub fn shared_store(&self) -> Arc<S> {
+        Arc::clone(&self.store)
+    }
+
     /// The settings.
     pub fn config(&self) -> &ExecutorConfig {
         &self.config
@@ -218,7 +284,7 @@ impl<S: Store> Executor<S> {
     where
         R: ResponseCodec,
         E: Send + 'static,
-        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
         let this = self.clone();
         let span = tracing::info_span!(
@@ -261,7 +327,7 @@ impl<S: Store> Executor<S> {
     ) -> Result<Outcome<R>, ExecuteError<E>>
     where
         R: ResponseCodec,
-        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
         let claim = ClaimRequest {
             scope: &request.scope,
@@ -309,7 +375,7 @@ impl<S: Store> Executor<S> {
     ) -> Result<Outcome<R>, ExecuteError<E>>
     where
         R: ResponseCodec,
-        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
         let claim = ClaimRequest {
             scope: &request.scope,
@@ -364,16 +430,18 @@ impl<S: Store> Executor<S> {
     ) -> Result<Outcome<R>, ExecuteError<E>>
     where
         R: ResponseCodec,
-        F: for<'a> FnOnce(&'a mut TxHandle<S::Tx>) -> HandlerFuture<'a, R, E> + Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
         let mut handle = TxHandle {
             tx,
+            store: Arc::clone(&self.store),
             resource_ref: None,
         };
         let result = handler(&mut handle).await;
         let TxHandle {
             mut tx,
             resource_ref,
+            ..
         } = handle;
         let response = match result {
             Ok(response) => response,
@@ -484,7 +552,10 @@ impl<S: Store> Executor<S> {
                     // Not visibly committed, but the commit may still land: leave any claim
                     // for stale takeover and tell the client to retry with the same key.
                     _ => Err(Problem::new(ProblemKind::OutcomeUnknown)
-                        .with_detail("Retry the request with the same Idempotency-Key.")
+                        .with_detail(format!(
+                            "Retry the request with the same {}.",
+                            request.key_header
+                        ))
                         .with_internal(why)
                         .into()),
                 }

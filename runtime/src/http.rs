@@ -1,12 +1,12 @@
-//! The axum glue generated code calls: the `Idempotency-Key` extractor, the replay marker, and a
-//! response rebuilt from a stored result.
+//! The HTTP side of keys and replays: reading a key from its header (400 problems naming that
+//! header), the replay marker, and a response rebuilt from a stored result.
 
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue};
+use idemgen_protocol::{IdempotencyKey, KeyError, KeyHeader};
 
-use crate::key::{IdempotencyKey, KeyError};
 use crate::problem::{Problem, ProblemKind};
 use crate::record::StoredResponse;
 
@@ -14,29 +14,31 @@ use crate::record::StoredResponse;
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// The header that marks a replayed response.
-pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+pub const IDEMPOTENT_REPLAYED: HeaderName =
+    HeaderName::from_static(idemgen_protocol::headers::IDEMPOTENT_REPLAYED);
 
-/// Reads the key from `headers` under `name`: 400 problem when missing, repeated or invalid.
-pub fn key_from_headers(headers: &HeaderMap, name: &HeaderName) -> Result<IdempotencyKey, Problem> {
-    let mut values = headers.get_all(name).iter();
-    let first = values
-        .next()
-        .ok_or_else(|| key_problem(&KeyError::Missing))?;
+/// Reads the key from `headers` under `key.name`: 400 problem, naming that header, when it is
+/// missing, repeated, longer than `key.max_len` or otherwise invalid.
+pub fn key_from_headers(headers: &HeaderMap, key: &KeyHeader) -> Result<IdempotencyKey, Problem> {
+    let problem = |e: &KeyError| key_problem(e, key.name);
+    let mut values = headers.get_all(key.name).iter();
+    let first = values.next().ok_or_else(|| problem(&KeyError::Missing))?;
     if values.next().is_some() {
-        return Err(key_problem(&KeyError::Repeated));
+        return Err(problem(&KeyError::Repeated));
     }
-    IdempotencyKey::parse_header_value(first.as_bytes()).map_err(|e| key_problem(&e))
+    key.parse(first.as_bytes()).map_err(|e| problem(&e))
 }
 
-fn key_problem(e: &KeyError) -> Problem {
+fn key_problem(e: &KeyError, header: &str) -> Problem {
     let kind = match e {
         KeyError::Missing => ProblemKind::KeyMissing,
         _ => ProblemKind::KeyInvalid,
     };
-    Problem::new(kind).with_detail(e.to_string())
+    Problem::new(kind).with_detail(e.detail(header))
 }
 
-/// Extracts the `Idempotency-Key` header (default name), answering 400 problems.
+/// Extracts the `Idempotency-Key` header (default name and limit), answering 400 problems; for
+/// hand-written axum handlers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyKeyHeader(pub IdempotencyKey);
 
@@ -44,7 +46,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKeyHeader {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        key_from_headers(&parts.headers, &IDEMPOTENCY_KEY).map(IdempotencyKeyHeader)
+        key_from_headers(&parts.headers, &KeyHeader::DEFAULT).map(IdempotencyKeyHeader)
     }
 }
 
@@ -77,26 +79,48 @@ mod tests {
 
     #[test]
     fn missing_repeated_and_invalid_keys_are_400() {
+        let key = KeyHeader::DEFAULT;
         let mut h = HeaderMap::new();
-        let e = key_from_headers(&h, &IDEMPOTENCY_KEY).unwrap_err();
+        let e = key_from_headers(&h, &key).unwrap_err();
         assert_eq!(e.kind(), ProblemKind::KeyMissing);
         h.append(IDEMPOTENCY_KEY, HeaderValue::from_static("a"));
-        assert_eq!(
-            key_from_headers(&h, &IDEMPOTENCY_KEY).unwrap().as_str(),
-            "a"
-        );
+        assert_eq!(key_from_headers(&h, &key).unwrap().as_str(), "a");
         h.append(IDEMPOTENCY_KEY, HeaderValue::from_static("b"));
-        let e = key_from_headers(&h, &IDEMPOTENCY_KEY).unwrap_err();
+        let e = key_from_headers(&h, &key).unwrap_err();
         assert_eq!(e.kind(), ProblemKind::KeyInvalid);
         let mut h = HeaderMap::new();
         h.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("has space"));
+        assert_eq!(key_from_headers(&h, &key).unwrap_err().kind().status(), 400);
+    }
+
+    #[test]
+    fn a_custom_header_is_named_in_every_key_problem() {
+        let key = KeyHeader::new("PayPal-Request-Id", 108);
+        let mut h = HeaderMap::new();
+        let missing = key_from_headers(&h, &key).unwrap_err();
+        assert!(missing.detail().unwrap().contains("PayPal-Request-Id"));
+        // The default header is not this operation's key.
+        h.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("k"));
         assert_eq!(
-            key_from_headers(&h, &IDEMPOTENCY_KEY)
-                .unwrap_err()
-                .kind()
-                .status(),
-            400
+            key_from_headers(&h, &key).unwrap_err().kind(),
+            ProblemKind::KeyMissing
         );
+        h.insert(
+            "paypal-request-id",
+            HeaderValue::from_str(&"k".repeat(109)).unwrap(),
+        );
+        let long = key_from_headers(&h, &key).unwrap_err();
+        assert_eq!(long.kind(), ProblemKind::KeyInvalid);
+        assert_eq!(
+            long.detail(),
+            Some("the PayPal-Request-Id header is longer than 108 characters")
+        );
+        for problem in [missing, long] {
+            let body = String::from_utf8(problem.body_json()).unwrap();
+            assert!(!body.contains("Idempotency-Key"), "{body}");
+        }
+        h.insert("paypal-request-id", HeaderValue::from_static("k"));
+        assert_eq!(key_from_headers(&h, &key).unwrap().as_str(), "k");
     }
 
     #[test]

@@ -1,125 +1,15 @@
-//! RFC 9457 problem details: every error status the runtime answers with, and its stable type.
+//! RFC 9457 problem details: the response carrying one of the protocol's [`ProblemKind`]s (the
+//! table of kinds, statuses and codes lives in `idemgen-protocol`).
 //!
 //! A [`Problem`] keeps what the client sees (`type`, `title`, `status`, `detail`) apart from what is
 //! only logged ([`Problem::internal`]). Database and driver text never reaches a client: it can
 //! only be attached with [`Problem::with_internal`], which is logged and never serialised.
 
 use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderValue, header};
 use serde::Serialize;
 
-/// The media type of problem bodies.
-pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// The prefix of every problem `type` URI defined by idemgen.
-pub const TYPE_PREFIX: &str = "https://idemgen.dev/problems/";
-
-/// Every problem idemgen defines; `code` is the last segment of the stable `type` URI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProblemKind {
-    /// 400: the operation requires an `Idempotency-Key` header and none was sent.
-    KeyMissing,
-    /// 400: the `Idempotency-Key` header is not a valid key.
-    KeyInvalid,
-    /// 400: a parameter or the body failed validation.
-    InvalidRequest,
-    /// 401: no or unknown credentials.
-    Unauthenticated,
-    /// 403: the authenticated caller may not perform this attempt (checked on replays too).
-    Forbidden,
-    /// 404: the resource does not exist.
-    NotFound,
-    /// 409: another attempt with this key is still running.
-    InFlight,
-    /// 410: the resource this key created has been deleted.
-    ResourceGone,
-    /// 413: the request body exceeds the configured limit.
-    PayloadTooLarge,
-    /// 422: the key was used before with a different request.
-    KeyReused,
-    /// 422: the key was used before under a different fingerprint version of the operation.
-    FingerprintVersionChanged,
-    /// 500: an unexpected server error (details only in the logs).
-    Internal,
-    /// 503: the idempotency store cannot be reached; nothing was executed.
-    StoreUnavailable,
-    /// 504: the outcome of the attempt is unknown; retry with the same key.
-    OutcomeUnknown,
-}
-
-impl ProblemKind {
-    /// The stable code: the last segment of the `type` URI.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::KeyMissing => "idempotency_key_missing",
-            Self::KeyInvalid => "idempotency_key_invalid",
-            Self::InvalidRequest => "invalid_request",
-            Self::Unauthenticated => "unauthenticated",
-            Self::Forbidden => "forbidden",
-            Self::NotFound => "not_found",
-            Self::InFlight => "idempotency_request_in_flight",
-            Self::ResourceGone => "idempotency_resource_gone",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::KeyReused => "idempotency_key_reused",
-            Self::FingerprintVersionChanged => "idempotency_fingerprint_version_changed",
-            Self::Internal => "internal_error",
-            Self::StoreUnavailable => "idempotency_store_unavailable",
-            Self::OutcomeUnknown => "idempotency_outcome_unknown",
-        }
-    }
-
-    /// The HTTP status.
-    pub fn status(self) -> StatusCode {
-        match self {
-            Self::KeyMissing | Self::KeyInvalid | Self::InvalidRequest => StatusCode::BAD_REQUEST,
-            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
-            Self::InFlight => StatusCode::CONFLICT,
-            Self::ResourceGone => StatusCode::GONE,
-            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::KeyReused | Self::FingerprintVersionChanged => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::OutcomeUnknown => StatusCode::GATEWAY_TIMEOUT,
-        }
-    }
-
-    /// The short, fixed, human-readable summary.
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::KeyMissing => "Idempotency-Key header missing",
-            Self::KeyInvalid => "Idempotency-Key header invalid",
-            Self::InvalidRequest => "Invalid request",
-            Self::Unauthenticated => "Authentication required",
-            Self::Forbidden => "Forbidden",
-            Self::NotFound => "Not found",
-            Self::InFlight => "A request with this idempotency key is in progress",
-            Self::ResourceGone => "The resource created with this idempotency key was deleted",
-            Self::PayloadTooLarge => "Request body too large",
-            Self::KeyReused => "Idempotency key reused with a different request",
-            Self::FingerprintVersionChanged => {
-                "Idempotency key used under an earlier version of this operation"
-            }
-            Self::Internal => "Internal server error",
-            Self::StoreUnavailable => "Idempotency store unavailable",
-            Self::OutcomeUnknown => "Outcome unknown",
-        }
-    }
-
-    /// The seconds a client should wait before retrying, where the protocol says to send it.
-    pub fn retry_after(self) -> Option<u32> {
-        match self {
-            Self::InFlight | Self::StoreUnavailable => Some(1),
-            _ => None,
-        }
-    }
-
-    /// The full `type` URI.
-    pub fn type_uri(self) -> String {
-        format!("{TYPE_PREFIX}{}", self.code())
-    }
-}
+pub use idemgen_protocol::problem::{PROBLEM_JSON, ProblemKind, TYPE_PREFIX};
 
 /// An RFC 9457 problem response.
 #[derive(Debug, Clone)]
@@ -206,7 +96,9 @@ impl std::fmt::Display for Problem {
     }
 }
 
-impl std::error::Error for Problem {}
+// `Problem` deliberately does not implement `std::error::Error`: a handler's `?` on a `Problem`
+// must keep its status (`HandlerError::Problem`), not become an opaque 500 through the blanket
+// conversion of errors.
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
@@ -227,35 +119,6 @@ impl IntoResponse for Problem {
 mod tests {
     use super::*;
 
-    const ALL: [ProblemKind; 14] = [
-        ProblemKind::KeyMissing,
-        ProblemKind::KeyInvalid,
-        ProblemKind::InvalidRequest,
-        ProblemKind::Unauthenticated,
-        ProblemKind::Forbidden,
-        ProblemKind::NotFound,
-        ProblemKind::InFlight,
-        ProblemKind::ResourceGone,
-        ProblemKind::PayloadTooLarge,
-        ProblemKind::KeyReused,
-        ProblemKind::FingerprintVersionChanged,
-        ProblemKind::Internal,
-        ProblemKind::StoreUnavailable,
-        ProblemKind::OutcomeUnknown,
-    ];
-
-    /// The table in protocol.md, "Status codes and problem types": one row per kind.
-    #[test]
-    fn status_codes_match_the_protocol_table() {
-        let table = include_str!("../../protocol.md");
-        for kind in ALL {
-            let row = format!("| {} | `{}` |", kind.status().as_u16(), kind.code());
-            assert!(table.contains(&row), "protocol.md lacks the row {row}");
-        }
-        let codes: std::collections::HashSet<_> = ALL.iter().map(|k| k.code()).collect();
-        assert_eq!(codes.len(), ALL.len(), "codes are unique");
-    }
-
     #[test]
     fn internal_text_never_reaches_the_body() {
         let p = Problem::new(ProblemKind::StoreUnavailable)
@@ -272,7 +135,7 @@ mod tests {
 
     #[test]
     fn retry_after_on_409_and_503_only() {
-        for kind in ALL {
+        for kind in ProblemKind::ALL {
             let response = Problem::new(kind).into_response();
             let has = response.headers().contains_key(header::RETRY_AFTER);
             let status = response.status().as_u16();

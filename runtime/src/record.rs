@@ -4,8 +4,7 @@ use http::{HeaderMap, HeaderName, StatusCode};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::fingerprint::Fingerprint;
-use crate::key::IdempotencyKey;
+use idemgen_protocol::{Fingerprint, IdempotencyKey};
 
 /// Where a key lives: keys are never global (protocol.md, "Scope").
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -102,17 +101,7 @@ pub struct Record {
     pub response: Option<StoredResponse>,
 }
 
-/// Headers that may be stored with a result whatever the operation declares. Everything else is
-/// dropped unless the operation declares it; `Set-Cookie` and `Authorization` never are stored.
-pub const DEFAULT_HEADER_ALLOWLIST: [&str; 5] = [
-    "location",
-    "content-type",
-    "content-location",
-    "etag",
-    "last-modified",
-];
-
-const NEVER_STORED: [&str; 3] = ["set-cookie", "authorization", "proxy-authorization"];
+pub use idemgen_protocol::headers::DEFAULT_HEADER_ALLOWLIST;
 
 /// A 2xx result as stored and replayed: status, allowlisted headers, and body bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,14 +166,9 @@ impl StoredResponse {
     }
 }
 
-/// Whether a header may be stored with a result.
+/// Whether a header may be stored with a result (the protocol's allowlist plus `declared`).
 pub fn header_is_storable(name: &HeaderName, declared: &[&str]) -> bool {
-    let name = name.as_str();
-    if NEVER_STORED.contains(&name) {
-        return false;
-    }
-    DEFAULT_HEADER_ALLOWLIST.contains(&name)
-        || declared.iter().any(|d| d.eq_ignore_ascii_case(name))
+    idemgen_protocol::headers::header_is_storable(name.as_str(), declared)
 }
 
 #[cfg(test)]

@@ -1,5 +1,4 @@
-//! What a generated router needs besides the executor: who the caller is ([`Authenticator`],
-//! [`Principal`]), how a handler fails ([`HandlerError`]), and request bodies read under a limit
+//! Who the caller is ([`Authenticator`], [`Principal`]), and request bodies read under a limit
 //! with problem answers for bad input.
 
 use std::future::Future;
@@ -49,48 +48,6 @@ pub trait Authenticator: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Principal, Problem>> + Send;
 }
 
-/// A handler failure: answered as a 500 problem whose body says nothing about the cause; the
-/// cause is logged.
-#[derive(Debug)]
-pub struct HandlerError(Box<dyn std::error::Error + Send + Sync + 'static>);
-
-impl HandlerError {
-    /// A failure described by a message (for the logs only).
-    pub fn msg(message: impl Into<String>) -> HandlerError {
-        HandlerError(message.into().into())
-    }
-
-    /// The problem a client receives for this failure: 503 when the database could not be
-    /// reached (nothing was committed; retry with the same key), else 500. The cause goes to the
-    /// log text only.
-    pub fn to_problem(&self) -> Problem {
-        let unreachable = self.0.downcast_ref::<sqlx::Error>().is_some_and(|e| {
-            matches!(
-                crate::store::postgres::classify_ref(e),
-                crate::store::StoreError::Unavailable(_)
-            )
-        });
-        let kind = if unreachable {
-            ProblemKind::StoreUnavailable
-        } else {
-            ProblemKind::Internal
-        };
-        Problem::new(kind).with_internal(self.0.to_string())
-    }
-}
-
-impl std::fmt::Display for HandlerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
-    fn from(e: E) -> HandlerError {
-        HandlerError(Box::new(e))
-    }
-}
-
 /// A 400 `invalid_request` problem with client-facing detail.
 pub fn bad_request(detail: impl Into<String>) -> Problem {
     Problem::new(ProblemKind::InvalidRequest).with_detail(detail)
@@ -137,29 +94,6 @@ mod tests {
         assert_eq!(err.kind(), ProblemKind::PayloadTooLarge);
         let ok = read_body(Body::from(vec![b'x'; 1024]), 1024).await.unwrap();
         assert_eq!(ok.len(), 1024);
-    }
-
-    #[test]
-    fn handler_errors_are_opaque_500s() {
-        let e =
-            HandlerError::msg("duplicate key value violates unique constraint \"widgets_pkey\"");
-        let p = e.to_problem();
-        assert_eq!(p.kind().status(), 500);
-        assert!(
-            !String::from_utf8(p.body_json())
-                .unwrap()
-                .contains("widgets_pkey")
-        );
-        assert!(p.internal().unwrap().contains("widgets_pkey"));
-    }
-
-    #[test]
-    fn lost_database_connections_are_503() {
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
-        let e = HandlerError::from(sqlx::Error::Io(io));
-        assert_eq!(e.to_problem().kind(), ProblemKind::StoreUnavailable);
-        let e = HandlerError::from(sqlx::Error::RowNotFound);
-        assert_eq!(e.to_problem().kind(), ProblemKind::Internal);
     }
 
     #[test]

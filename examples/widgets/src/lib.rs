@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{Executor, ExecutorConfig, Strategy};
+use idemgen_runtime::{Executor, ExecutorConfig, Server, ServerConfig, Strategy};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::config::Config;
@@ -72,15 +72,10 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     }
     let service = service::Widgets::new(pool);
     let auth = auth::TokenAuth::new(config.tokens.clone());
-    Ok(api::router(
-        Arc::new(service),
-        Arc::new(auth),
-        executor,
-        api::RouterConfig {
-            body_limit: config.body_limit,
-            ..api::RouterConfig::default()
-        },
-    ))
+    let server = Server::new(service, auth, executor).with_config(ServerConfig {
+        body_limit: config.body_limit,
+    });
+    Ok(api::router(server))
 }
 
 /// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests.

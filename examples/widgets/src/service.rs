@@ -1,16 +1,12 @@
 //! The hand-written half of the service: the implementation of the generated [`WidgetsApi`].
-//! Idempotent operations write through the attempt's transaction handle; the others use the pool.
+//! Writes go through the transaction the runtime hands them; reads use the pool.
 
-use idemgen_runtime::store::{PgStore, PgTx};
-use idemgen_runtime::{HandlerError, Principal, Problem, ProblemKind, TxHandle};
+use idemgen_runtime::{HandlerResult, PgStore, Principal, Problem, ProblemKind, TxHandle};
 use sqlx::PgPool;
 
-use crate::api::types::{Problem as ProblemBody, Widget, WidgetColor, WidgetList};
+use crate::api::types::{Widget, WidgetColor, WidgetList};
 use crate::api::*;
 use crate::repo::{self, WidgetRow};
-
-/// The operation whose records a delete tombstones.
-const CREATE_OPERATION: &str = "createWidget";
 
 /// The widgets service.
 #[derive(Debug, Clone)]
@@ -35,11 +31,12 @@ impl Widgets {
     }
 }
 
-fn to_widget(row: WidgetRow) -> Result<Widget, HandlerError> {
+fn to_widget(row: WidgetRow) -> Result<Widget, Problem> {
     let color = row
         .color
-        .map(|c| serde_json::from_value::<WidgetColor>(serde_json::Value::String(c)))
-        .transpose()?;
+        .map(|c| c.parse::<WidgetColor>())
+        .transpose()
+        .map_err(|e| Problem::new(ProblemKind::Internal).with_internal(e.to_string()))?;
     Ok(Widget {
         id: row.id,
         name: row.name,
@@ -49,19 +46,13 @@ fn to_widget(row: WidgetRow) -> Result<Widget, HandlerError> {
     })
 }
 
-/// The body of a problem answered by a handler (not by the runtime).
-fn problem(kind: ProblemKind, detail: &str) -> ProblemBody {
-    ProblemBody {
-        r#type: kind.type_uri(),
-        title: kind.title().to_owned(),
-        status: i64::from(kind.status().as_u16()),
-        code: Some(kind.code().to_owned()),
-        detail: Some(detail.to_owned()),
-    }
+fn not_found() -> Problem {
+    Problem::new(ProblemKind::NotFound).with_detail("no such widget")
 }
 
-fn invalid(detail: &str) -> ProblemBody {
-    problem(ProblemKind::InvalidRequest, detail)
+/// A value the spec allows but the service does not (blank once trimmed).
+fn blank(field: &str) -> Problem {
+    Problem::new(ProblemKind::InvalidRequest).with_detail(format!("{field}: must not be blank"))
 }
 
 impl WidgetsApi for Widgets {
@@ -78,19 +69,17 @@ impl WidgetsApi for Widgets {
     async fn create_widget(
         &self,
         principal: &Principal,
-        tx: &mut TxHandle<PgTx>,
+        tx: &mut TxHandle<PgStore>,
         request: CreateWidgetRequest,
-    ) -> Result<CreateWidgetResponse, HandlerError> {
+    ) -> HandlerResult<CreateWidget> {
         // The router already enforced the spec's 1–100 characters; a name of only spaces
         // passes that but is blank once trimmed.
         let name = request.body.name.trim();
         if name.is_empty() {
-            return Ok(CreateWidgetResponse::Status400(invalid(
-                "body.name: must not be blank",
-            )));
+            return Err(blank("body.name").into());
         }
-        let color = request.body.color.map(|c| c.to_string());
-        let row = repo::insert(tx.conn(), &principal.owner, name, color.as_deref()).await?;
+        let color = request.body.color.map(|c| c.as_str());
+        let row = repo::insert(tx.conn(), &principal.owner, name, color).await?;
         // Deleting this widget later tombstones this record (a late retry then gets 410).
         tx.set_resource_ref(row.id.to_string());
         let location = format!("/widgets/{}", row.id);
@@ -100,19 +89,11 @@ impl WidgetsApi for Widgets {
         })
     }
 
-    async fn authorize_list_widgets(
-        &self,
-        _principal: &Principal,
-        _request: &ListWidgetsRequest,
-    ) -> Result<(), Problem> {
-        Ok(())
-    }
-
     async fn list_widgets(
         &self,
         principal: &Principal,
         request: ListWidgetsRequest,
-    ) -> Result<ListWidgetsResponse, HandlerError> {
+    ) -> HandlerResult<ListWidgets> {
         // The router already enforced the spec's bounds (1–100).
         let limit = request.limit.unwrap_or(50);
         let mut conn = self.pool.acquire().await?;
@@ -121,28 +102,16 @@ impl WidgetsApi for Widgets {
         Ok(ListWidgetsResponse::Status200(WidgetList { items }))
     }
 
-    async fn authorize_get_widget(
-        &self,
-        _principal: &Principal,
-        _request: &GetWidgetRequest,
-    ) -> Result<(), Problem> {
-        Ok(())
-    }
-
     async fn get_widget(
         &self,
         principal: &Principal,
         request: GetWidgetRequest,
-    ) -> Result<GetWidgetResponse, HandlerError> {
+    ) -> HandlerResult<GetWidget> {
         let mut conn = self.pool.acquire().await?;
-        Ok(
-            match repo::get(&mut conn, &principal.owner, request.id).await? {
-                Some(row) => GetWidgetResponse::Status200(to_widget(row)?),
-                None => {
-                    GetWidgetResponse::Status404(problem(ProblemKind::NotFound, "no such widget"))
-                }
-            },
-        )
+        match repo::get(&mut conn, &principal.owner, request.id).await? {
+            Some(row) => Ok(GetWidgetResponse::Status200(to_widget(row)?)),
+            None => Err(not_found().into()),
+        }
     }
 
     async fn authorize_delete_widget(
@@ -156,25 +125,14 @@ impl WidgetsApi for Widgets {
     async fn delete_widget(
         &self,
         principal: &Principal,
+        tx: &mut TxHandle<PgStore>,
         request: DeleteWidgetRequest,
-    ) -> Result<DeleteWidgetResponse, HandlerError> {
-        let mut tx = self.pool.begin().await?;
-        if !repo::delete(&mut tx, &principal.owner, request.id).await? {
-            return Ok(DeleteWidgetResponse::Status404(problem(
-                ProblemKind::NotFound,
-                "no such widget",
-            )));
+    ) -> HandlerResult<DeleteWidget> {
+        if !repo::delete(tx.conn(), &principal.owner, request.id).await? {
+            return Err(not_found().into());
         }
         // In the same transaction: the create that made this widget now answers 410.
-        PgStore::tombstone_resource_on(
-            &mut tx,
-            &principal.owner,
-            CREATE_OPERATION,
-            &request.id.to_string(),
-        )
-        .await
-        .map_err(|e| HandlerError::msg(e.to_string()))?;
-        tx.commit().await?;
+        tx.tombstone::<CreateWidget>(principal, request.id).await?;
         Ok(DeleteWidgetResponse::Status204)
     }
 
@@ -189,23 +147,18 @@ impl WidgetsApi for Widgets {
     async fn publish_widget(
         &self,
         principal: &Principal,
-        tx: &mut TxHandle<PgTx>,
+        tx: &mut TxHandle<PgStore>,
         request: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         // The router already enforced the spec's 1–50 characters; blank once trimmed is ours.
         let channel = request.body.channel.trim();
         if channel.is_empty() {
-            return Ok(PublishWidgetResponse::Status400(invalid(
-                "body.channel: must not be blank",
-            )));
+            return Err(blank("body.channel").into());
         }
         // The state change and its outbox event commit with the idempotency record.
         match repo::publish(tx.conn(), &principal.owner, request.id, channel).await? {
             Some(row) => Ok(PublishWidgetResponse::Status200(to_widget(row)?)),
-            None => Ok(PublishWidgetResponse::Status404(problem(
-                ProblemKind::NotFound,
-                "no such widget",
-            ))),
+            None => Err(not_found().into()),
         }
     }
 }

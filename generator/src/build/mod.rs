@@ -62,7 +62,7 @@ pub fn plan(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, B
         .unwrap_or_else(|| "openapi".to_string());
     let api = Api::from_spec(&report.spec, &config.header);
     let module = emit::emit(&api, &spec_name)?;
-    let lock = Lock::from_spec(&report.spec);
+    let lock = Lock::from_api(&api);
     let files = vec![
         GeneratedFile {
             path: out_dir.join(MODULE_FILE),

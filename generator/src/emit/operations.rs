@@ -1,12 +1,14 @@
-//! Tokens for one operation: its request struct, its response enum with `IntoResponse`, and for
-//! idempotent operations its semantic input and its `ResponseCodec`.
+//! Tokens for one operation's data: its request struct, its success and error enums with their
+//! `Encode` impls (status, headers, body bytes: sent, and for successes of idempotent operations
+//! stored and replayed as those same bytes), the handler's result type, and for idempotent
+//! operations the semantic input.
 
 use proc_macro2::{Ident, Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
 use crate::ir::types::TypeRef;
-use crate::ir::{BodyKind, OperationIr, ParamLocation, ResponseIr, StatusKey};
+use crate::ir::{BodyKind, Idempotency, OperationIr, ParamIr, ResponseIr, StatusKey};
 
 use super::doc_attrs;
 use super::types::rust_type;
@@ -35,14 +37,24 @@ pub fn param_type(ty: &TypeRef, required: bool) -> TokenStream {
     }
 }
 
-/// `CreateWidgetRequest` etc.
+/// `CreateWidget`: the unit struct describing the operation.
+pub fn operation_ident(op: &OperationIr) -> Ident {
+    format_ident!("{}", op.name)
+}
+
+/// `CreateWidgetRequest`.
 pub fn request_ident(op: &OperationIr) -> Ident {
     format_ident!("{}Request", op.name)
 }
 
-/// `CreateWidgetResponse`.
+/// `CreateWidgetResponse`: the 2xx responses.
 pub fn response_ident(op: &OperationIr) -> Ident {
     format_ident!("{}Response", op.name)
+}
+
+/// `CreateWidgetError`: the declared error responses a handler may answer with.
+pub fn error_ident(op: &OperationIr) -> Ident {
+    format_ident!("{}Error", op.name)
 }
 
 /// `CreateWidgetSemanticInput`.
@@ -50,14 +62,22 @@ pub fn input_ident(op: &OperationIr) -> Ident {
     format_ident!("{}SemanticInput", op.name)
 }
 
+/// ``createWidget` (`POST /widgets`)``, for docs.
+pub fn what(op: &OperationIr) -> String {
+    format!(
+        "`{}` (`{} {}`)",
+        op.id,
+        op.http_method.to_ascii_uppercase(),
+        op.path
+    )
+}
+
 /// The request struct.
 pub fn request_struct(op: &OperationIr) -> TokenStream {
     let name = request_ident(op);
     let doc = doc_attrs(&format!(
-        "The request of `{}` (`{} {}`): its parameters and body, parsed and validated.",
-        op.id,
-        op.http_method.to_ascii_uppercase(),
-        op.path
+        "The request of {}: its parameters and body, parsed and validated.",
+        what(op)
     ));
     let params = op.params.iter().map(|p| {
         let field = ident(&p.field);
@@ -81,7 +101,7 @@ pub fn request_struct(op: &OperationIr) -> TokenStream {
     });
     quote! {
         #doc
-        #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+        #[derive(Debug, Clone, PartialEq)]
         pub struct #name {
             #(#params)*
             #body
@@ -106,16 +126,6 @@ fn shape(r: &ResponseIr) -> Shape {
     }
 }
 
-fn status_class(status: StatusKey) -> TokenStream {
-    match status {
-        StatusKey::Range(c) => {
-            let c = Literal::u16_unsuffixed(c);
-            quote!(::std::option::Option::Some(#c))
-        }
-        _ => quote!(::std::option::Option::None),
-    }
-}
-
 fn header_field_type(h: &crate::ir::HeaderIr) -> TokenStream {
     let ty = rust_type(&h.ty, &types_path());
     if h.required {
@@ -125,67 +135,136 @@ fn header_field_type(h: &crate::ir::HeaderIr) -> TokenStream {
     }
 }
 
-/// The response enum and its `IntoResponse`.
-pub fn response_enum(op: &OperationIr) -> TokenStream {
-    let name = response_ident(op);
-    let doc = doc_attrs(&format!(
-        "The responses `{}` declares: one variant per status.",
-        op.id
-    ));
-    let variants = op.responses.iter().map(|r| {
-        let variant = ident(&r.variant);
-        let what = match r.status {
-            StatusKey::Code(c) => c.to_string(),
-            StatusKey::Range(c) => format!("{c}XX"),
-            StatusKey::Default => "Any other status".to_string(),
-        };
-        let doc = doc_attrs(&match &r.doc {
-            Some(d) => format!("{what}: {d}"),
-            None => format!("{what}."),
-        });
-        match shape(r) {
-            Shape::Unit => quote! { #doc #variant, },
-            Shape::Tuple => {
-                let ty = r.body.as_ref().map(|b| body_type(&b.kind));
-                quote! { #doc #variant(#ty), }
+/// The variants of a response enum.
+fn variants<'r>(responses: impl Iterator<Item = &'r ResponseIr>) -> Vec<TokenStream> {
+    responses
+        .map(|r| {
+            let variant = ident(&r.variant);
+            let what = match r.status {
+                StatusKey::Code(c) => c.to_string(),
+                StatusKey::Range(c) => format!("{c}XX"),
+                StatusKey::Default => "Any other status".to_string(),
+            };
+            let doc = doc_attrs(&match &r.doc {
+                Some(d) => format!("{what}: {d}"),
+                None => format!("{what}."),
+            });
+            match shape(r) {
+                Shape::Unit => quote! { #doc #variant, },
+                Shape::Tuple => {
+                    let ty = r.body.as_ref().map(|b| body_type(&b.kind));
+                    quote! { #doc #variant(#ty), }
+                }
+                Shape::Struct => {
+                    let status = r.status.has_status_field().then(|| {
+                        quote! {
+                            /// The status to answer with.
+                            status: ::http::StatusCode,
+                        }
+                    });
+                    let body = r.body.as_ref().map(|b| {
+                        let ty = body_type(&b.kind);
+                        let doc = doc_attrs(&format!("The body (`{}`).", b.media_type));
+                        quote! { #doc body: #ty, }
+                    });
+                    let headers = r.headers.iter().map(|h| {
+                        let field = ident(&h.field);
+                        let ty = header_field_type(h);
+                        let doc = doc_attrs(
+                            h.doc
+                                .as_deref()
+                                .unwrap_or(&format!("The `{}` header.", h.wire)),
+                        );
+                        quote! { #doc #field: #ty, }
+                    });
+                    quote! { #doc #variant { #status #body #(#headers)* }, }
+                }
             }
-            Shape::Struct => {
-                let status = r.status.has_status_field().then(|| {
-                    quote! {
-                        /// The status to answer with.
-                        status: ::http::StatusCode,
-                    }
-                });
-                let body = r.body.as_ref().map(|b| {
-                    let ty = body_type(&b.kind);
-                    let doc = doc_attrs(&format!("The body (`{}`).", b.media_type));
-                    quote! { #doc body: #ty, }
-                });
-                let headers = r.headers.iter().map(|h| {
-                    let field = ident(&h.field);
-                    let ty = header_field_type(h);
-                    let doc = doc_attrs(
-                        h.doc
-                            .as_deref()
-                            .unwrap_or(&format!("The `{}` header.", h.wire)),
-                    );
-                    quote! { #doc #field: #ty, }
-                });
-                quote! { #doc #variant { #status #body #(#headers)* }, }
+        })
+        .collect()
+}
+
+fn pattern(r: &ResponseIr) -> TokenStream {
+    let variant = ident(&r.variant);
+    match shape(r) {
+        Shape::Unit => quote!(Self::#variant),
+        Shape::Tuple => quote!(Self::#variant(body)),
+        Shape::Struct => {
+            let status = r.status.has_status_field().then(|| quote!(status,));
+            let body = r.body.as_ref().map(|_| quote!(body,));
+            let headers = r.headers.iter().map(|h| ident(&h.field));
+            quote!(Self::#variant { #status #body #(#headers,)* })
+        }
+    }
+}
+
+/// One arm of `Encode::encode`: the variant as status, headers and body bytes. A range or
+/// `default` variant's status is checked (inside its class, never one the pipeline owns).
+fn encode_arm(r: &ResponseIr, success: bool, idempotent: bool) -> TokenStream {
+    let pat = pattern(r);
+    let support = quote!(::idemgen_runtime::codegen);
+    let code = match r.status {
+        StatusKey::Code(c) => {
+            let c = Literal::u16_unsuffixed(c);
+            quote!(#c)
+        }
+        StatusKey::Range(c) => {
+            let c = Literal::u16_unsuffixed(c);
+            quote!(#support::checked_status(status, ::std::option::Option::Some(#c), #success, #idempotent)?.as_u16())
+        }
+        StatusKey::Default => {
+            quote!(#support::checked_status(status, ::std::option::Option::None, #success, #idempotent)?.as_u16())
+        }
+    };
+    let mut expr = match &r.body {
+        None => quote!(#support::empty(#code)),
+        Some(b) => {
+            let media = Literal::string(&b.media_type);
+            match b.kind {
+                BodyKind::Json(_) => quote!(#support::json(#code, #media, &body)),
+                BodyKind::Text => quote!(#support::bytes(#code, #media, body.into_bytes())),
+                BodyKind::Bytes => quote!(#support::bytes(#code, #media, body.to_vec())),
             }
         }
-    });
-    let arms = op.responses.iter().map(into_response_arm);
+    };
+    for h in &r.headers {
+        let field = ident(&h.field);
+        let wire = Literal::string(&h.wire.to_ascii_lowercase());
+        expr = if h.required {
+            quote!(#expr?.header(#wire, &#field))
+        } else {
+            quote!(#expr?.optional_header(#wire, #field.as_ref()))
+        };
+    }
+    quote!(#pat => #expr,)
+}
+
+/// The success enum: the 2xx responses, the only ones stored and replayed, with `Encode`.
+pub fn success_enum(op: &OperationIr) -> TokenStream {
+    let name = response_ident(op);
+    let success: Vec<&ResponseIr> = op.success_responses().collect();
+    let stored = if op.is_idempotent() {
+        " They are stored with the key and replayed to retries."
+    } else {
+        ""
+    };
+    let doc = doc_attrs(&format!(
+        "The successful responses of {}: one variant per declared 2xx status.{stored}",
+        what(op)
+    ));
+    let variants = variants(success.iter().copied());
+    let idempotent = op.is_idempotent();
+    let arms = success.iter().map(|r| encode_arm(r, true, idempotent));
     quote! {
         #doc
-        #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq)]
+        #[derive(Debug, Clone, PartialEq)]
         #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
         pub enum #name {
             #(#variants)*
         }
 
-        impl ::axum::response::IntoResponse for #name {
-            fn into_response(self) -> ::axum::response::Response {
+        impl ::idemgen_runtime::Encode for #name {
+            fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
                 match self {
                     #(#arms)*
                 }
@@ -194,156 +273,84 @@ pub fn response_enum(op: &OperationIr) -> TokenStream {
     }
 }
 
-fn status_expr(status: StatusKey) -> TokenStream {
-    match status {
-        StatusKey::Code(c) => {
-            let c = Literal::u16_unsuffixed(c);
-            quote!(::idemgen_runtime::codegen_support::status(#c))
-        }
-        _ => quote!(status),
-    }
-}
-
-fn pattern(r: &ResponseIr, with_status: bool) -> TokenStream {
-    let variant = ident(&r.variant);
-    match shape(r) {
-        Shape::Unit => quote!(Self::#variant),
-        Shape::Tuple => quote!(Self::#variant(body)),
-        Shape::Struct => {
-            let status = (with_status && r.status.has_status_field()).then(|| quote!(status,));
-            let body = r.body.as_ref().map(|_| quote!(body,));
-            let headers = r.headers.iter().map(|h| ident(&h.field));
-            let rest = (!with_status && r.status.has_status_field()).then(|| quote!(..));
-            quote!(Self::#variant { #status #body #(#headers,)* #rest })
-        }
-    }
-}
-
-fn media_literal(media: &str) -> Literal {
-    Literal::string(media)
-}
-
-fn into_response_arm(r: &ResponseIr) -> TokenStream {
-    let pat = pattern(r, true);
-    let status = status_expr(r.status);
-    let check = r.status.has_status_field().then(|| {
-        let class = status_class(r.status);
-        quote! {
-            let status = match ::idemgen_runtime::codegen_support::checked_status(status, #class) {
-                ::std::result::Result::Ok(status) => status,
-                ::std::result::Result::Err(problem) => return ::axum::response::IntoResponse::into_response(problem),
-            };
-        }
-    });
-    let build = match &r.body {
-        None => quote!(::idemgen_runtime::codegen_support::empty_response(#status)),
-        Some(b) => {
-            let media = media_literal(&b.media_type);
-            match b.kind {
-                BodyKind::Json(_) => {
-                    quote!(::idemgen_runtime::codegen_support::json_response(#status, #media, &body))
-                }
-                BodyKind::Text | BodyKind::Bytes => {
-                    quote!(::idemgen_runtime::codegen_support::bytes_response(#status, #media, body))
-                }
-            }
-        }
-    };
-    if r.headers.is_empty() {
+/// The error enum: the declared non-2xx responses a handler may answer with (never stored), and
+/// its conversion into `HandlerError` (so that `?` works). An alias of `NoDeclaredError` when the
+/// operation declares none beyond what the pipeline answers.
+pub fn error_enum(op: &OperationIr) -> TokenStream {
+    let name = error_ident(op);
+    let errors: Vec<&ResponseIr> = op.error_responses().collect();
+    if errors.is_empty() {
+        let doc = doc_attrs(&format!(
+            "{} declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.",
+            what(op)
+        ));
         return quote! {
-            #pat => {
-                #check
-                #build
-            }
+            #doc
+            pub type #name = ::idemgen_runtime::NoDeclaredError;
         };
     }
-    let headers = r.headers.iter().map(|h| {
-        let field = ident(&h.field);
-        let wire = Literal::string(&h.wire.to_ascii_lowercase());
-        if h.required {
-            quote!(::idemgen_runtime::codegen_support::set_header(&mut response, #wire, &#field);)
-        } else {
-            quote! {
-                if let ::std::option::Option::Some(value) = &#field {
-                    ::idemgen_runtime::codegen_support::set_header(&mut response, #wire, value);
+    let owned = if op.is_idempotent() {
+        "401, 409, 410, 413, 422, 500, 503 and 504"
+    } else {
+        "401, 413 and 500"
+    };
+    let doc = doc_attrs(&format!(
+        "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.",
+        what(op)
+    ));
+    let variants = variants(errors.iter().copied());
+    let idempotent = op.is_idempotent();
+    let arms = errors.iter().map(|r| encode_arm(r, false, idempotent));
+    quote! {
+        #doc
+        #[derive(Debug, Clone, PartialEq)]
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+        pub enum #name {
+            #(#variants)*
+        }
+
+        impl ::idemgen_runtime::Encode for #name {
+            fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+                match self {
+                    #(#arms)*
                 }
             }
         }
-    });
-    quote! {
-        #pat => {
-            #check
-            let mut response = #build;
-            #(#headers)*
-            response
+
+        impl ::std::convert::From<#name> for ::idemgen_runtime::HandlerError<#name> {
+            fn from(error: #name) -> Self {
+                ::idemgen_runtime::HandlerError::Response(error)
+            }
         }
     }
 }
 
-/// The semantic input struct(s) of an idempotent operation.
-pub fn semantic_input(op: &OperationIr) -> TokenStream {
+/// The semantic input struct(s) of an idempotent operation. Their JSON form is what `hs1`
+/// hashes, so it is frozen: path and query groups present only when the operation has such
+/// parameters, absent optionals omitted.
+pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
     let name = input_ident(op);
     let request = request_ident(op);
-    let version = Literal::i16_unsuffixed(op.fingerprint_version);
     let mut items = Vec::new();
     let mut fields = Vec::new();
     let mut inits = Vec::new();
-    for (location, group) in [
-        (ParamLocation::Path, "path"),
-        (ParamLocation::Query, "query"),
+    for (params, group, suffix) in [
+        (&idempotency.input.path, "path", "Path"),
+        (&idempotency.input.query, "query", "Query"),
     ] {
-        let params: Vec<_> = op.params_in(location).collect();
         if params.is_empty() {
             continue;
         }
-        let group_name = format_ident!(
-            "{}{}Input",
-            op.name,
-            if group == "path" { "Path" } else { "Query" }
-        );
+        let group_name = format_ident!("{}{suffix}Input", op.name);
         let group_field = format_ident!("{group}");
-        let mut group_fields = Vec::new();
-        let mut group_inits = Vec::new();
-        for p in params {
-            let field = ident(&p.field);
-            let wire = Literal::string(&p.wire);
-            let inner = rust_type(&p.ty, &types_path());
-            let doc = doc_attrs(&format!("`{}`.", p.wire));
-            match (&p.ty, p.required) {
-                (TypeRef::Vec(item), _) => {
-                    let item = rust_type(item, &types_path());
-                    group_fields.push(quote! {
-                        #doc
-                        #[serde(rename = #wire, skip_serializing_if = "::idemgen_runtime::codegen_support::is_empty")]
-                        pub #field: &'a [#item],
-                    });
-                    group_inits.push(quote!(#field: &request.#field));
-                }
-                (_, true) => {
-                    group_fields.push(quote! {
-                        #doc
-                        #[serde(rename = #wire)]
-                        pub #field: &'a #inner,
-                    });
-                    group_inits.push(quote!(#field: &request.#field));
-                }
-                (_, false) => {
-                    group_fields.push(quote! {
-                        #doc
-                        #[serde(rename = #wire, skip_serializing_if = "::std::option::Option::is_none")]
-                        pub #field: ::std::option::Option<&'a #inner>,
-                    });
-                    group_inits.push(quote!(#field: request.#field.as_ref()));
-                }
-            }
-        }
+        let (group_fields, group_inits): (Vec<_>, Vec<_>) = params.iter().map(input_field).unzip();
         let group_doc = doc_attrs(&format!(
             "The {group} parameters of `{}` as they enter its fingerprint.",
             op.id
         ));
         items.push(quote! {
             #group_doc
-            #[derive(::std::fmt::Debug, ::serde::Serialize)]
+            #[derive(Debug, ::serde::Serialize)]
             pub struct #group_name<'a> {
                 #(#group_fields)*
             }
@@ -352,38 +359,42 @@ pub fn semantic_input(op: &OperationIr) -> TokenStream {
         fields.push(quote! { #field_doc pub #group_field: #group_name<'a>, });
         inits.push(quote!(#group_field: #group_name { #(#group_inits,)* }));
     }
-    if let Some(body) = &op.body {
-        let ty = match body.kind {
-            BodyKind::Json(_) => body_type(&body.kind),
-            BodyKind::Text => quote!(str),
-            BodyKind::Bytes => quote!(::idemgen_runtime::codegen_support::HexBytes),
-        };
+    if let Some(body) = &idempotency.input.body {
+        let skip = quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")]);
         let (field_ty, init, skip) = match (&body.kind, body.required) {
             (BodyKind::Bytes, true) => (
-                quote!(#ty<'a>),
-                quote!(::idemgen_runtime::codegen_support::HexBytes(&request.body)),
+                quote!(::idemgen_runtime::codegen::HexBytes<'a>),
+                quote!(::idemgen_runtime::codegen::HexBytes(&request.body)),
                 None,
             ),
             (BodyKind::Bytes, false) => (
-                quote!(::std::option::Option<#ty<'a>>),
+                quote!(::std::option::Option<::idemgen_runtime::codegen::HexBytes<'a>>),
                 quote!(
                     request
                         .body
                         .as_deref()
-                        .map(::idemgen_runtime::codegen_support::HexBytes)
+                        .map(::idemgen_runtime::codegen::HexBytes)
                 ),
-                Some(quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")])),
+                Some(skip),
             ),
-            (_, true) => (quote!(&'a #ty), quote!(&request.body), None),
-            (_, false) => (
-                quote!(::std::option::Option<&'a #ty>),
+            (BodyKind::Text, true) => (quote!(&'a str), quote!(&request.body), None),
+            (BodyKind::Text, false) => (
+                quote!(::std::option::Option<&'a str>),
                 quote!(request.body.as_deref()),
-                Some(quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")])),
+                Some(skip),
             ),
-        };
-        let init = match (&body.kind, body.required) {
-            (BodyKind::Json(_), false) => quote!(request.body.as_ref()),
-            _ => init,
+            (BodyKind::Json(_), true) => {
+                let ty = body_type(&body.kind);
+                (quote!(&'a #ty), quote!(&request.body), None)
+            }
+            (BodyKind::Json(_), false) => {
+                let ty = body_type(&body.kind);
+                (
+                    quote!(::std::option::Option<&'a #ty>),
+                    quote!(request.body.as_ref()),
+                    Some(skip),
+                )
+            }
         };
         fields.push(quote! {
             /// The request body.
@@ -410,16 +421,13 @@ pub fn semantic_input(op: &OperationIr) -> TokenStream {
         #(#items)*
 
         #doc
-        #[derive(::std::fmt::Debug, ::serde::Serialize)]
+        #[derive(Debug, ::serde::Serialize)]
         pub struct #name<'a> {
             #(#fields)*
             #phantom
         }
 
         impl<'a> #name<'a> {
-            /// `x-idempotency-fingerprint-version`: bump it when the meaning of this input changes.
-            pub const FINGERPRINT_VERSION: i16 = #version;
-
             /// The semantic input of `request`.
             pub fn new(request: &'a #request) -> Self {
                 #unused_request
@@ -429,167 +437,39 @@ pub fn semantic_input(op: &OperationIr) -> TokenStream {
     }
 }
 
-/// The `ResponseCodec` of an idempotent operation: 2xx variants stored, the rest never.
-pub fn codec(op: &OperationIr) -> TokenStream {
-    let name = response_ident(op);
-    let id = &op.id;
-    let success: Vec<&ResponseIr> = op
-        .responses
-        .iter()
-        .filter(|r| r.status.can_be_success())
-        .collect();
-    let encode_arms = success.iter().map(|r| {
-        let pat = pattern(r, true);
-        let guard = r
-            .status
-            .has_status_field()
-            .then(|| quote!(if status.is_success()));
-        let status = match r.status {
-            StatusKey::Code(_) => status_expr(r.status),
-            _ => quote!(*status),
-        };
-        let (media, bytes) = match &r.body {
-            None => (quote!(::std::option::Option::None), quote!(::std::vec::Vec::new())),
-            Some(b) => {
-                let media = media_literal(&b.media_type);
-                let bytes = match b.kind {
-                    BodyKind::Json(_) => quote!(::idemgen_runtime::codegen_support::encode_json(body)?),
-                    BodyKind::Text => quote!(body.as_bytes().to_vec()),
-                    BodyKind::Bytes => quote!(body.to_vec()),
-                };
-                (quote!(::std::option::Option::Some(#media)), bytes)
-            }
-        };
-        let headers = r.headers.iter().map(|h| {
-            let field = ident(&h.field);
-            let wire = Literal::string(&h.wire.to_ascii_lowercase());
-            if h.required {
-                quote!(::idemgen_runtime::codegen_support::encode_header(&mut headers, #wire, #field)?;)
-            } else {
+/// A parameter's field in a semantic input group, and its initialiser.
+fn input_field(p: &ParamIr) -> (TokenStream, TokenStream) {
+    let field = ident(&p.field);
+    let wire = Literal::string(&p.wire);
+    let inner = rust_type(&p.ty, &types_path());
+    let doc = doc_attrs(&format!("`{}`.", p.wire));
+    match (&p.ty, p.required) {
+        (TypeRef::Vec(item), _) => {
+            let item = rust_type(item, &types_path());
+            (
                 quote! {
-                    if let ::std::option::Option::Some(value) = #field {
-                        ::idemgen_runtime::codegen_support::encode_header(&mut headers, #wire, value)?;
-                    }
-                }
-            }
-        });
-        let mutable = if r.headers.is_empty() {
-            quote!()
-        } else {
-            quote!(mut)
-        };
-        quote! {
-            #pat #guard => {
-                let #mutable headers = ::idemgen_runtime::codegen_support::stored_headers(#media);
-                #(#headers)*
-                ::std::result::Result::Ok(::std::option::Option::Some(::idemgen_runtime::EncodedResponse {
-                    status: #status,
-                    headers,
-                    body: #bytes,
-                }))
-            }
+                    #doc
+                    #[serde(rename = #wire, skip_serializing_if = "::idemgen_runtime::codegen::is_empty")]
+                    pub #field: &'a [#item],
+                },
+                quote!(#field: &request.#field),
+            )
         }
-    });
-    let has_catch_all = op.responses.len()
-        > success
-            .iter()
-            .filter(|r| !r.status.has_status_field())
-            .count();
-    let fallback =
-        has_catch_all.then(|| quote!(_ => ::std::result::Result::Ok(::std::option::Option::None),));
-
-    // Decode: exact codes first, then one 2xx catch-all (a `2XX` range, else `default`).
-    let exact = success.iter().filter_map(|r| match r.status {
-        StatusKey::Code(c) => Some((Literal::u16_unsuffixed(c), *r)),
-        _ => None,
-    });
-    let exact_arms = exact.map(|(code, r)| {
-        let build = rebuild(r);
-        quote!(#code => ::std::result::Result::Ok(#build),)
-    });
-    let range = success
-        .iter()
-        .find(|r| matches!(r.status, StatusKey::Range(2)))
-        .or_else(|| success.iter().find(|r| r.status == StatusKey::Default));
-    let range_arm = range.map(|r| {
-        let build = rebuild(r);
-        quote!(status if (200..=299).contains(&status) => ::std::result::Result::Ok(#build),)
-    });
-    let stored_used = !success.is_empty();
-    let stored = if stored_used {
-        quote!(stored)
-    } else {
-        quote!(_stored)
-    };
-    let other_status = if stored_used {
-        quote!(other => ::std::result::Result::Err(::idemgen_runtime::codegen_support::undeclared_status(#id, other)),)
-    } else {
-        quote!()
-    };
-    let decode_body = if stored_used {
-        quote! {
-            match stored.status {
-                #(#exact_arms)*
-                #range_arm
-                #other_status
-            }
-        }
-    } else {
-        quote!(::std::result::Result::Err(::idemgen_runtime::codegen_support::undeclared_status(#id, _stored.status)))
-    };
-    let encode_body = if success.is_empty() {
-        quote!(::std::result::Result::Ok(::std::option::Option::None))
-    } else {
-        quote! {
-            match self {
-                #(#encode_arms)*
-                #fallback
-            }
-        }
-    };
-    quote! {
-        impl ::idemgen_runtime::ResponseCodec for #name {
-            fn encode_success(&self) -> ::std::result::Result<::std::option::Option<::idemgen_runtime::EncodedResponse>, ::idemgen_runtime::CodecError> {
-                #encode_body
-            }
-
-            fn decode(#stored: &::idemgen_runtime::StoredResponse) -> ::std::result::Result<Self, ::idemgen_runtime::CodecError> {
-                #decode_body
-            }
-        }
-    }
-}
-
-/// The expression rebuilding a variant from `stored`.
-fn rebuild(r: &ResponseIr) -> TokenStream {
-    let variant = ident(&r.variant);
-    let body = r.body.as_ref().map(|b| match b.kind {
-        BodyKind::Json(_) => quote!(::idemgen_runtime::codegen_support::decode_json(
-            &stored.body
-        )?),
-        BodyKind::Text => quote!(::idemgen_runtime::codegen_support::decode_text(
-            &stored.body
-        )?),
-        BodyKind::Bytes => quote!(::axum::body::Bytes::from(stored.body.clone())),
-    });
-    match shape(r) {
-        Shape::Unit => quote!(Self::#variant),
-        Shape::Tuple => quote!(Self::#variant(#body)),
-        Shape::Struct => {
-            let status = r.status.has_status_field().then(
-                || quote!(status: ::idemgen_runtime::codegen_support::stored_status(stored)?,),
-            );
-            let body = body.map(|b| quote!(body: #b,));
-            let headers = r.headers.iter().map(|h| {
-                let field = ident(&h.field);
-                let wire = Literal::string(&h.wire.to_ascii_lowercase());
-                if h.required {
-                    quote!(#field: ::idemgen_runtime::codegen_support::decode_required_header(stored, #wire)?,)
-                } else {
-                    quote!(#field: ::idemgen_runtime::codegen_support::decode_header(stored, #wire)?,)
-                }
-            });
-            quote!(Self::#variant { #status #body #(#headers)* })
-        }
+        (_, true) => (
+            quote! {
+                #doc
+                #[serde(rename = #wire)]
+                pub #field: &'a #inner,
+            },
+            quote!(#field: &request.#field),
+        ),
+        (_, false) => (
+            quote! {
+                #doc
+                #[serde(rename = #wire, skip_serializing_if = "::std::option::Option::is_none")]
+                pub #field: ::std::option::Option<&'a #inner>,
+            },
+            quote!(#field: request.#field.as_ref()),
+        ),
     }
 }

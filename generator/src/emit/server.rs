@@ -1,5 +1,7 @@
-//! Tokens for the server side: the handler trait, `RouterConfig`, the `router` builder, and one
-//! axum handler per operation (authenticate → extract → key → authorize → execute).
+//! Tokens for the server side: one description per operation (`impl Operation`, `impl
+//! Idempotent`, and the endpoint impls binding it to the handler trait), the handler trait, and
+//! the `router` that mounts the runtime's request pipeline (`idemgen_runtime::serve`) on every
+//! path. Generated code describes; the runtime executes.
 
 use std::collections::BTreeMap;
 
@@ -8,15 +10,192 @@ use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
 use crate::ir::types::TypeRef;
-use crate::ir::{Api, BodyKind, OperationIr, ParamLocation};
+use crate::ir::{Api, BodyKind, Idempotency, OperationIr, ParamLocation};
 
 use super::doc_attrs;
-use super::operations::{input_ident, request_ident, response_ident, types_path};
-use super::types::rust_type;
+use super::operations::{input_ident, operation_ident, request_ident, response_ident, what};
 use super::validate::Validation;
 
 fn trait_ident(api: &Api) -> Ident {
     ident(&api.trait_name)
+}
+
+/// The unit struct describing an operation, its `Operation` (and `Idempotent`) impls, and the
+/// endpoint impls that bind it to the handler trait.
+pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> TokenStream {
+    let trait_name = trait_ident(api);
+    let name = operation_ident(op);
+    let request = request_ident(op);
+    let response = response_ident(op);
+    let error = super::operations::error_ident(op);
+    let result = quote!(::idemgen_runtime::HandlerResult<#name>);
+    let id = Literal::string(&op.id);
+    let has_body = op.body.is_some().then(|| {
+        quote!(
+            const HAS_BODY: bool = true;
+        )
+    });
+    let summary = op
+        .doc
+        .as_deref()
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
+    let doc = doc_attrs(&format!(
+        "{}{summary}. Describes the operation to the runtime's request pipeline.",
+        what(op)
+    ));
+    let extract = extract_method(op);
+    let validate = validation.request_method(op);
+    let idempotent = op
+        .idempotency
+        .as_ref()
+        .map(|idempotency| idempotent_impl(op, idempotency));
+    let authorize = ident(&op.authorize_method);
+    let method = ident(&op.method);
+    let authorize_fn = quote! {
+        fn authorize(api: &A, principal: &::idemgen_runtime::Principal, request: &#request) -> impl ::std::future::Future<Output = ::idemgen_runtime::Authorization> + ::std::marker::Send {
+            api.#authorize(principal, request)
+        }
+    };
+    let handle = if op.in_transaction() {
+        quote! {
+            impl<A: #trait_name> ::idemgen_runtime::TxEndpoint<A, A::Store> for #name {
+                #authorize_fn
+
+                fn handle(api: &A, principal: &::idemgen_runtime::Principal, tx: &mut ::idemgen_runtime::TxHandle<A::Store>, request: #request) -> impl ::std::future::Future<Output = #result> + ::std::marker::Send {
+                    api.#method(principal, tx, request)
+                }
+            }
+        }
+    } else {
+        quote! {
+            impl<A: #trait_name> ::idemgen_runtime::PlainEndpoint<A> for #name {
+                #authorize_fn
+
+                fn handle(api: &A, principal: &::idemgen_runtime::Principal, request: #request) -> impl ::std::future::Future<Output = #result> + ::std::marker::Send {
+                    api.#method(principal, request)
+                }
+            }
+        }
+    };
+    quote! {
+        #doc
+        #[derive(Debug)]
+        pub struct #name;
+
+        impl ::idemgen_runtime::Operation for #name {
+            const ID: &'static str = #id;
+            #has_body
+            type Request = #request;
+            type Response = #response;
+            type Error = #error;
+
+            #extract
+            #validate
+        }
+
+        #idempotent
+
+        #handle
+    }
+}
+
+/// `impl Idempotent`: the key header, the fingerprint version, the stored headers, the semantic
+/// input and the resource scope.
+fn idempotent_impl(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
+    let name = operation_ident(op);
+    let input = input_ident(op);
+    let key = &idempotency.key;
+    let default_key = key.header == idemgen_protocol::key::DEFAULT_KEY_HEADER
+        && key.max_length == idemgen_protocol::MAX_KEY_LEN as u64;
+    let key = (!default_key).then(|| {
+        let header = Literal::string(&key.header);
+        let max = Literal::usize_unsuffixed(key.max_length as usize);
+        quote!(const KEY: ::idemgen_runtime::KeyHeader = ::idemgen_runtime::KeyHeader::new(#header, #max);)
+    });
+    let version = Literal::i16_unsuffixed(idempotency.fingerprint_version);
+    let stored = (!idempotency.stored_headers.is_empty()).then(|| {
+        let stored = idempotency
+            .stored_headers
+            .iter()
+            .map(|h| Literal::string(h));
+        quote!(const STORED_HEADERS: &'static [&'static str] = &[#(#stored),*];)
+    });
+    let request = request_ident(op);
+    let scope = (!idempotency.scope.is_empty()).then(|| {
+        let values = idempotency.scope.iter().map(|field| {
+            let field = ident(field);
+            quote!(&request.#field)
+        });
+        quote! {
+            fn resource_scope(request: &#request) -> ::std::string::String {
+                ::idemgen_runtime::codegen::resource_scope(&[#(#values),*])
+            }
+        }
+    });
+    quote! {
+        impl ::idemgen_runtime::Idempotent for #name {
+            #key
+            const FINGERPRINT_VERSION: i16 = #version;
+            #stored
+            type SemanticInput<'a> = #input<'a>;
+
+            fn semantic_input(request: &#request) -> #input<'_> {
+                #input::new(request)
+            }
+
+            #scope
+        }
+    }
+}
+
+/// `fn extract`: every parameter and the body, read through `RequestParts` (400 naming what is
+/// wrong).
+fn extract_method(op: &OperationIr) -> TokenStream {
+    let request = request_ident(op);
+    let fields: Vec<TokenStream> = op
+        .params
+        .iter()
+        .map(|p| {
+            let field = ident(&p.field);
+            let wire = Literal::string(&p.wire);
+            let read = match (p.location, &p.ty) {
+                (ParamLocation::Path, _) => quote!(parts.path(#wire)?),
+                (ParamLocation::Query, TypeRef::Vec(_)) => {
+                    let required = p.required;
+                    quote!(parts.query_array(#wire, #required)?)
+                }
+                (ParamLocation::Query, _) if p.required => quote!(parts.required_query(#wire)?),
+                (ParamLocation::Query, _) => quote!(parts.query(#wire)?),
+                (ParamLocation::Header, _) if p.required => {
+                    quote!(parts.required_header(#wire)?)
+                }
+                (ParamLocation::Header, _) => quote!(parts.header(#wire)?),
+            };
+            quote!(#field: #read,)
+        })
+        .collect();
+    let body = op.body.as_ref().map(|b| {
+        let read = match (&b.kind, b.required) {
+            (BodyKind::Json(_), true) => quote!(parts.json_body()?),
+            (BodyKind::Json(_), false) => quote!(parts.optional_json_body()?),
+            (BodyKind::Text, true) => quote!(parts.text_body()?),
+            (BodyKind::Text, false) => quote!(parts.optional_text_body()?),
+            (BodyKind::Bytes, true) => quote!(parts.bytes_body()?),
+            (BodyKind::Bytes, false) => quote!(parts.optional_bytes_body()?),
+        };
+        quote!(body: #read,)
+    });
+    let parts = if fields.is_empty() && body.is_none() {
+        quote!(_parts)
+    } else {
+        quote!(parts)
+    };
+    quote! {
+        fn extract(#parts: &::idemgen_runtime::RequestParts) -> ::idemgen_runtime::codegen::Extracted<#request> {
+            ::std::result::Result::Ok(#request { #(#fields)* #body })
+        }
+    }
 }
 
 /// The handler trait.
@@ -28,45 +207,65 @@ pub fn handler_trait(api: &Api) -> TokenStream {
     ));
     let methods = api.operations.iter().map(|op| {
         let request = request_ident(op);
-        let response = response_ident(op);
+        let name = operation_ident(op);
+        let result = quote!(::idemgen_runtime::HandlerResult<#name>);
         let authorize = ident(&op.authorize_method);
         let method = ident(&op.method);
-        let what = format!(
-            "`{}` (`{} {}`)",
-            op.id,
-            op.http_method.to_ascii_uppercase(),
-            op.path
-        );
-        let authorize_doc = doc_attrs(&format!(
-            "Decides whether `principal` may attempt {what}. Runs on every attempt, replays included, before anything is executed or replayed; `Err` is answered as is (a 403 problem, usually)."
-        ));
-        let summary = op.doc.as_deref().map(|d| format!("{d}\n\n")).unwrap_or_default();
-        if op.idempotent {
+        let what = what(op);
+        let authorize_sig = quote! {
+            fn #authorize(&self, principal: &::idemgen_runtime::Principal, request: &#request) -> impl ::std::future::Future<Output = ::idemgen_runtime::Authorization> + ::std::marker::Send
+        };
+        let authorize_item = if op.safe {
             let doc = doc_attrs(&format!(
-                "{summary}Handles {what}. Runs once per idempotency key inside the key's transaction: write through `tx` only, so that the write and the stored response commit together. A 2xx response is stored and replayed to retries; anything else is not stored."
+                "Decides whether `principal` may read {what}; every caller may unless overridden. `Err` is answered as is (a 403 problem, usually)."
             ));
             quote! {
-                #authorize_doc
-                fn #authorize(&self, principal: &::idemgen_runtime::Principal, request: &#request) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::idemgen_runtime::Problem>> + ::std::marker::Send;
-
                 #doc
-                fn #method(&self, principal: &::idemgen_runtime::Principal, tx: &mut ::idemgen_runtime::TxHandle<<Self::Store as ::idemgen_runtime::Store>::Tx>, request: #request) -> impl ::std::future::Future<Output = ::std::result::Result<#response, ::idemgen_runtime::HandlerError>> + ::std::marker::Send;
+                #authorize_sig {
+                    let _ = (principal, request);
+                    ::std::future::ready(::std::result::Result::Ok(()))
+                }
             }
         } else {
-            let doc = doc_attrs(&format!("{summary}Handles {what}."));
-            quote! {
-                #authorize_doc
-                fn #authorize(&self, principal: &::idemgen_runtime::Principal, request: &#request) -> impl ::std::future::Future<Output = ::std::result::Result<(), ::idemgen_runtime::Problem>> + ::std::marker::Send;
-
-                #doc
-                fn #method(&self, principal: &::idemgen_runtime::Principal, request: #request) -> impl ::std::future::Future<Output = ::std::result::Result<#response, ::idemgen_runtime::HandlerError>> + ::std::marker::Send;
+            let doc = doc_attrs(&format!(
+                "Decides whether `principal` may attempt {what}. Runs on every attempt, replays included, before anything is executed or replayed; `Err` is answered as is (a 403 problem, usually). A write has no default: forgetting its authorization does not compile."
+            ));
+            quote! { #doc #authorize_sig; }
+        };
+        let summary = op.doc.as_deref().map(|d| format!("{d}\n\n")).unwrap_or_default();
+        let handler_doc = match (&op.idempotency, &op.tombstones) {
+            (Some(idempotency), _) => {
+                let key = &idempotency.key.header;
+                let optional = if idempotency.key.declared_required {
+                    String::new()
+                } else {
+                    format!(" The spec declares `{key}` optional, but the server requires it: a request without it is answered 400 `idempotency_key_missing`.")
+                };
+                format!(
+                    "{summary}Handles {what}, once per `{key}`, inside the key's transaction: write through `tx` only, so that the write and the stored response commit together. A success is stored and replayed to retries; errors are not stored and free the key.{optional}"
+                )
             }
+            (None, Some(link)) => format!(
+                "{summary}Handles {what} inside a transaction of the runtime's, committed when it succeeds: write through `tx`, and call `tx.tombstone::<{}>(principal, resource_ref)` so that late retries of the `{}` that created the resource are answered 410.",
+                link.name, link.operation_id
+            ),
+            (None, None) => format!("{summary}Handles {what}."),
+        };
+        let handler_doc = doc_attrs(&handler_doc);
+        let tx = op
+            .in_transaction()
+            .then(|| quote!(tx: &mut ::idemgen_runtime::TxHandle<Self::Store>,));
+        quote! {
+            #authorize_item
+
+            #handler_doc
+            fn #method(&self, principal: &::idemgen_runtime::Principal, #tx request: #request) -> impl ::std::future::Future<Output = #result> + ::std::marker::Send;
         }
     });
     quote! {
         #doc
         pub trait #name: ::std::marker::Send + ::std::marker::Sync + 'static {
-            /// The store idempotent operations run on; their handlers get its transaction only.
+            /// Where the runtime's transactions run (`idemgen_runtime::PgStore`).
             type Store: ::idemgen_runtime::Store;
 
             #(#methods)*
@@ -74,46 +273,28 @@ pub fn handler_trait(api: &Api) -> TokenStream {
     }
 }
 
-/// `RouterConfig` and its default.
-pub fn router_config(api: &Api) -> TokenStream {
-    let header = Literal::string(&api.key_header);
-    quote! {
-        /// Settings of the generated router.
-        #[derive(::std::fmt::Debug, ::std::clone::Clone)]
-        pub struct RouterConfig {
-            /// The largest request body accepted; larger ones are answered 413 before anything
-            /// else happens.
-            pub body_limit: usize,
-            /// The header idempotent operations read their key from.
-            pub idempotency_key_header: ::http::HeaderName,
-        }
-
-        impl ::std::default::Default for RouterConfig {
-            fn default() -> Self {
-                Self {
-                    body_limit: ::idemgen_runtime::server::DEFAULT_BODY_LIMIT,
-                    idempotency_key_header: ::http::HeaderName::from_static(#header),
-                }
-            }
-        }
-    }
-}
-
-/// The shared state of the handlers, and `router`.
+/// `router`: every path, each method served by the runtime's pipeline for its operation.
 pub fn router(api: &Api) -> TokenStream {
     let trait_name = trait_ident(api);
     let mut routes: BTreeMap<&str, Vec<TokenStream>> = BTreeMap::new();
     let mut order: Vec<&str> = Vec::new();
     for op in &api.operations {
         let method = format_ident!("{}", op.http_method);
-        let handler = handler_ident(op);
+        let name = operation_ident(op);
+        let serve = if op.is_idempotent() {
+            quote!(idempotent)
+        } else if op.in_transaction() {
+            quote!(transactional)
+        } else {
+            quote!(plain)
+        };
         if !routes.contains_key(op.path.as_str()) {
             order.push(&op.path);
         }
         routes
             .entry(&op.path)
             .or_default()
-            .push(quote!(#method(#handler::<A, Au>)));
+            .push(quote!(#method(::idemgen_runtime::serve::#serve::<#name, A, A::Store, Au>)));
     }
     let route_calls = order.iter().map(|path| {
         let mut methods = routes[path].iter();
@@ -123,298 +304,16 @@ pub fn router(api: &Api) -> TokenStream {
         quote!(.route(#path, ::axum::routing::#first #(.#rest)*))
     });
     quote! {
-        /// What every handler shares.
-        struct RouterState<A: #trait_name, Au> {
-            api: ::std::sync::Arc<A>,
-            authenticator: ::std::sync::Arc<Au>,
-            executor: ::idemgen_runtime::Executor<A::Store>,
-            config: ::std::sync::Arc<RouterConfig>,
-        }
-
-        impl<A: #trait_name, Au> ::std::clone::Clone for RouterState<A, Au> {
-            fn clone(&self) -> Self {
-                Self {
-                    api: ::std::sync::Arc::clone(&self.api),
-                    authenticator: ::std::sync::Arc::clone(&self.authenticator),
-                    executor: ::std::clone::Clone::clone(&self.executor),
-                    config: ::std::sync::Arc::clone(&self.config),
-                }
-            }
-        }
-
-        /// The axum router serving every operation: authentication (401), parameter and body
-        /// validation (400, 413), the idempotency key (400), authorization on every attempt
-        /// (403), then the handler (idempotent operations through `executor`).
+        /// The axum router serving every operation of `server`'s API through the runtime's
+        /// request pipeline: authentication (401), the body limit (413), parameters and body
+        /// (400), the idempotency key (400), authorization on every attempt (403), then the
+        /// handler (idempotent operations through the executor).
         pub fn router<A: #trait_name, Au: ::idemgen_runtime::Authenticator>(
-            api: ::std::sync::Arc<A>,
-            authenticator: ::std::sync::Arc<Au>,
-            executor: ::idemgen_runtime::Executor<A::Store>,
-            config: RouterConfig,
+            server: ::idemgen_runtime::Server<A, A::Store, Au>,
         ) -> ::axum::Router {
-            let state = RouterState {
-                api,
-                authenticator,
-                executor,
-                config: ::std::sync::Arc::new(config),
-            };
             ::axum::Router::new()
                 #(#route_calls)*
-                .with_state(state)
-        }
-    }
-}
-
-fn handler_ident(op: &OperationIr) -> Ident {
-    format_ident!("handle_{}", op.method)
-}
-
-fn extract_ident(op: &OperationIr) -> Ident {
-    format_ident!("extract_{}", op.method)
-}
-
-/// The functions that extract a request and handle one operation.
-pub fn handler(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> TokenStream {
-    let trait_name = trait_ident(api);
-    let handler = handler_ident(op);
-    let extract = extract_ident(op);
-    let request = request_ident(op);
-    let response = response_ident(op);
-    let method = ident(&op.method);
-    let authorize = ident(&op.authorize_method);
-    let id = Literal::string(&op.id);
-    let extract_fn = extractor(op, validation);
-    let doc = doc_attrs(&format!("Serves `{}`.", op.id));
-
-    let call = if op.idempotent {
-        let input = input_ident(op);
-        let scope_values = op.params_in(ParamLocation::Path).map(|p| {
-            let field = ident(&p.field);
-            quote!(&request.#field)
-        });
-        let declared: Vec<Literal> = op
-            .declared_success_headers()
-            .iter()
-            .map(|h| Literal::string(h))
-            .collect();
-        quote! {
-            let key = match ::idemgen_runtime::http::key_from_headers(&parts.headers, &state.config.idempotency_key_header) {
-                ::std::result::Result::Ok(key) => key,
-                ::std::result::Result::Err(problem) => return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::Some(&principal.owner), problem),
-            };
-            if let ::std::result::Result::Err(problem) = state.api.#authorize(&principal, &request).await {
-                return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::Some(&principal.owner), problem);
-            }
-            let fingerprint = match ::idemgen_runtime::Fingerprint::hs1(OPERATION, #input::FINGERPRINT_VERSION, &#input::new(&request)) {
-                ::std::result::Result::Ok(fingerprint) => fingerprint,
-                ::std::result::Result::Err(e) => return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::Some(&principal.owner), ::idemgen_runtime::Problem::new(::idemgen_runtime::ProblemKind::Internal).with_internal(e.to_string())),
-            };
-            let idempotent = ::idemgen_runtime::IdempotentRequest {
-                scope: ::idemgen_runtime::Scope {
-                    owner: principal.owner.clone(),
-                    operation: ::std::borrow::ToOwned::to_owned(OPERATION),
-                    resource_scope: ::idemgen_runtime::codegen_support::resource_scope(&[#(#scope_values),*]),
-                    key,
-                },
-                fingerprint,
-                fingerprint_version: #input::FINGERPRINT_VERSION,
-                declared_headers: &[#(#declared),*],
-                retention: ::std::option::Option::None,
-            };
-            let owner = principal.owner.clone();
-            let api = ::std::sync::Arc::clone(&state.api);
-            let result = state
-                .executor
-                .execute(
-                    idempotent,
-                    move |tx: &mut ::idemgen_runtime::TxHandle<<A::Store as ::idemgen_runtime::Store>::Tx>| {
-                        ::std::boxed::Box::pin(async move { api.#method(&principal, tx, request).await })
-                    },
-                )
-                .await;
-            ::idemgen_runtime::codegen_support::respond_idempotent::<#response>(OPERATION, &owner, result)
-        }
-    } else {
-        quote! {
-            if let ::std::result::Result::Err(problem) = state.api.#authorize(&principal, &request).await {
-                return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::Some(&principal.owner), problem);
-            }
-            let result = state.api.#method(&principal, request).await;
-            ::idemgen_runtime::codegen_support::respond(OPERATION, &principal.owner, result)
-        }
-    };
-    let takes_body = op.body.is_some();
-    let (body_binding, body_arg) = if takes_body {
-        (quote!(body), quote!(body,))
-    } else {
-        (quote!(_body), quote!())
-    };
-    let parts_mut = if op.params_in(ParamLocation::Path).next().is_some() {
-        quote!(mut)
-    } else {
-        quote!()
-    };
-    let parts_arg = if op.params_in(ParamLocation::Path).next().is_some() {
-        quote!(&mut parts)
-    } else {
-        quote!(&parts)
-    };
-    quote! {
-        #extract_fn
-
-        #doc
-        async fn #handler<A: #trait_name, Au: ::idemgen_runtime::Authenticator>(
-            ::axum::extract::State(state): ::axum::extract::State<RouterState<A, Au>>,
-            request: ::axum::extract::Request,
-        ) -> ::axum::response::Response {
-            const OPERATION: &str = #id;
-            let (#parts_mut parts, #body_binding) = request.into_parts();
-            let principal = match state.authenticator.authenticate(&parts.headers).await {
-                ::std::result::Result::Ok(principal) => principal,
-                ::std::result::Result::Err(problem) => return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::None, problem),
-            };
-            let request: #request = match #extract(#parts_arg, #body_arg state.config.body_limit).await {
-                ::std::result::Result::Ok(request) => request,
-                ::std::result::Result::Err(problem) => return ::idemgen_runtime::codegen_support::reject(OPERATION, ::std::option::Option::Some(&principal.owner), problem),
-            };
-            #call
-        }
-    }
-}
-
-/// The function that parses a request's parameters and body (400, 413).
-fn extractor(op: &OperationIr, validation: &Validation<'_>) -> TokenStream {
-    let extract = extract_ident(op);
-    let request = request_ident(op);
-    let has_path = op.params_in(ParamLocation::Path).next().is_some();
-    let has_query = op.params_in(ParamLocation::Query).next().is_some();
-    let has_header = op.params_in(ParamLocation::Header).next().is_some();
-    let parts_param = match (has_path, has_query || has_header) {
-        (true, _) => quote!(parts: &mut ::http::request::Parts),
-        (false, true) => quote!(parts: &::http::request::Parts),
-        (false, false) => quote!(_parts: &::http::request::Parts),
-    };
-    let body_param = op.body.as_ref().map(|_| quote!(body: ::axum::body::Body,));
-    let limit_param = if op.body.is_some() {
-        quote!(body_limit: usize)
-    } else {
-        quote!(_body_limit: usize)
-    };
-    let path = has_path.then(|| {
-        quote! {
-            let path = match <::axum::extract::RawPathParams as ::axum::extract::FromRequestParts<()>>::from_request_parts(parts, &()).await {
-                ::std::result::Result::Ok(path) => path,
-                ::std::result::Result::Err(e) => return ::std::result::Result::Err(::idemgen_runtime::server::bad_request("the path cannot be decoded").with_internal(e.to_string())),
-            };
-        }
-    });
-    let query = has_query
-        .then(|| quote!(let query = ::idemgen_runtime::codegen_support::query_pairs(&parts.uri)?;));
-    let mut fields = Vec::new();
-    let params = op.params.iter().map(|p| {
-        let field = ident(&p.field);
-        fields.push(field.clone());
-        let wire = Literal::string(&p.wire);
-        let location = p.location.as_str();
-        let ty = rust_type(&p.ty, &types_path());
-        let parse = |raw: TokenStream| {
-            quote!(::idemgen_runtime::codegen_support::parse_param::<#ty>(#location, #wire, #raw))
-        };
-        match (p.location, &p.ty) {
-            (ParamLocation::Path, _) => {
-                let parse = parse(quote!(::idemgen_runtime::codegen_support::path_value(&path, #wire)?));
-                quote!(let #field = #parse?;)
-            }
-            (ParamLocation::Query, TypeRef::Vec(item)) => {
-                let item = rust_type(item, &types_path());
-                let check = p.required.then(|| {
-                    quote! {
-                        if #field.is_empty() {
-                            return ::std::result::Result::Err(::idemgen_runtime::server::bad_request(::std::format!("{} parameter `{}` is required", #location, #wire)));
-                        }
-                    }
-                });
-                quote! {
-                    let #field = ::idemgen_runtime::codegen_support::query_values(&query, #wire)
-                        .into_iter()
-                        .map(|raw| ::idemgen_runtime::codegen_support::parse_param::<#item>(#location, #wire, raw))
-                        .collect::<::std::result::Result<::std::vec::Vec<_>, _>>()?;
-                    #check
-                }
-            }
-            (where_, _) => {
-                let raw = if where_ == ParamLocation::Query {
-                    quote!(::idemgen_runtime::codegen_support::query_value(&query, #wire)?)
-                } else {
-                    quote!(::idemgen_runtime::codegen_support::header_value(&parts.headers, #wire)?)
-                };
-                let parse = parse(quote!(raw));
-                if p.required {
-                    quote! {
-                        let #field = {
-                            let raw = ::idemgen_runtime::codegen_support::required(#raw, #location, #wire)?;
-                            #parse?
-                        };
-                    }
-                } else {
-                    quote! {
-                        let #field = #raw.map(|raw| #parse).transpose()?;
-                    }
-                }
-            }
-        }
-    }).collect::<Vec<_>>();
-    let body = op.body.as_ref().map(|b| {
-        let parse = match &b.kind {
-            BodyKind::Json(ty) => {
-                let ty = rust_type(ty, &types_path());
-                quote!(::idemgen_runtime::server::json_body::<#ty>(&bytes)?)
-            }
-            BodyKind::Text => quote!(::idemgen_runtime::codegen_support::text_body(&bytes)?),
-            BodyKind::Bytes => quote!(bytes),
-        };
-        if b.required {
-            quote! {
-                let bytes = ::idemgen_runtime::server::read_body(body, body_limit).await?;
-                if bytes.is_empty() {
-                    return ::std::result::Result::Err(::idemgen_runtime::server::bad_request("the request body is required"));
-                }
-                let body = #parse;
-            }
-        } else {
-            quote! {
-                let bytes = ::idemgen_runtime::server::read_body(body, body_limit).await?;
-                let body = if bytes.is_empty() {
-                    ::std::option::Option::None
-                } else {
-                    ::std::option::Option::Some(#parse)
-                };
-            }
-        }
-    });
-    let body_field = op.body.as_ref().map(|_| quote!(body,));
-    let doc = doc_attrs(&format!(
-        "Parses and validates the parameters and body of `{}`.",
-        op.id
-    ));
-    let finish = match validation.request_fn_ident(op) {
-        Some(validate) => quote! {
-            let request = #request { #(#fields,)* #body_field };
-            #validate(&request).map_err(::idemgen_runtime::server::bad_request)?;
-            ::std::result::Result::Ok(request)
-        },
-        None => quote!(::std::result::Result::Ok(#request { #(#fields,)* #body_field })),
-    };
-    let validate_fn = validation.request_fn(op);
-    quote! {
-        #validate_fn
-
-        #doc
-        async fn #extract(#parts_param, #body_param #limit_param) -> ::std::result::Result<#request, ::idemgen_runtime::Problem> {
-            #path
-            #query
-            #(#params)*
-            #body
-            #finish
+                .with_state(server)
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Tokens for the `types` module: one item (or two, with its `Display`/`Deserialize` impl) per
 //! [`TypeDef`].
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
@@ -81,7 +81,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                 (*deny_unknown && extra.is_none()).then(|| quote!(#[serde(deny_unknown_fields)]));
             quote! {
                 #doc
-                #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+                #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
                 #deny
                 pub struct #name {
                     #(#fields)*
@@ -96,9 +96,11 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                 .iter()
                 .map(|v| doc_attrs(&format!("`{}`.", v.wire)))
                 .collect();
+            let type_name = Literal::string(&def.name);
             quote! {
                 #doc
-                #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::marker::Copy, ::std::cmp::PartialEq, ::std::cmp::Eq, ::std::hash::Hash, ::std::cmp::PartialOrd, ::std::cmp::Ord, ::serde::Serialize, ::serde::Deserialize)]
+                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
+                #[allow(clippy::enum_variant_names)]
                 pub enum #name {
                     #(
                         #docs
@@ -107,11 +109,29 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                     )*
                 }
 
+                impl #name {
+                    /// The value as it is sent.
+                    pub fn as_str(self) -> &'static str {
+                        match self {
+                            #(Self::#names => #wires,)*
+                        }
+                    }
+                }
+
                 impl ::std::fmt::Display for #name {
                     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-                        f.write_str(match self {
-                            #(Self::#names => #wires,)*
-                        })
+                        f.write_str(self.as_str())
+                    }
+                }
+
+                impl ::std::str::FromStr for #name {
+                    type Err = ::idemgen_runtime::UnknownValue;
+
+                    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+                        match value {
+                            #(#wires => ::std::result::Result::Ok(Self::#names),)*
+                            _ => ::std::result::Result::Err(::idemgen_runtime::UnknownValue::new(#type_name, value)),
+                        }
                     }
                 }
             }
@@ -173,7 +193,7 @@ fn union(
     let Some(property) = discriminator else {
         return quote! {
             #doc
-            #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+            #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
             #[serde(untagged)]
             #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
             pub enum #name {
@@ -201,7 +221,7 @@ fn union(
         .join(", ");
     quote! {
         #doc
-        #[derive(::std::fmt::Debug, ::std::clone::Clone, ::std::cmp::PartialEq, ::serde::Serialize)]
+        #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
         #[serde(untagged)]
         #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
         pub enum #name {

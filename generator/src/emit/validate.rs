@@ -1,7 +1,7 @@
 //! Tokens that enforce the validation keywords the IR carries ([`Checks`]): an
-//! `impl idemgen_runtime::codegen_support::Validate` for every struct and union with something
-//! to check, and per operation a `validate_*` function over the parsed request, which the
-//! extractor calls so that violations are a 400 problem before authorization and before any
+//! `impl idemgen_runtime::codegen::Validate` for every struct and union with something
+//! to check, and per operation the `validate` method of its `Operation` impl, which the request
+//! pipeline calls so that violations are a 400 problem before authorization and before any
 //! idempotency claim. The messages and the comparisons live in the runtime's `check_*` helpers;
 //! this module only decides which helper runs on which value.
 //!
@@ -17,7 +17,6 @@ use crate::ir::names::ident;
 use crate::ir::types::{Bound, Checks, TypeDef, TypeKind, TypeRef};
 use crate::ir::{Api, BodyKind, OperationIr, ParamLocation};
 
-use super::doc_attrs;
 use super::operations::{request_ident, types_path};
 use super::types::rust_type;
 
@@ -61,7 +60,7 @@ impl<'a> Validation<'a> {
                     let wire = Literal::string(&f.wire);
                     out.extend(quote! {
                         {
-                            let path = &::idemgen_runtime::codegen_support::FieldPath::Property(path, #wire);
+                            let path = &::idemgen_runtime::codegen::FieldPath::Property(path, #wire);
                             let value = &self.#field;
                             #inner
                         }
@@ -72,7 +71,7 @@ impl<'a> Validation<'a> {
                     if !inner.is_empty() {
                         out.extend(quote! {
                             for (key, value) in &self.additional_properties {
-                                let path = &::idemgen_runtime::codegen_support::FieldPath::Property(path, key);
+                                let path = &::idemgen_runtime::codegen::FieldPath::Property(path, key);
                                 #inner
                             }
                         });
@@ -100,8 +99,8 @@ impl<'a> Validation<'a> {
         };
         let name = ident(&def.name);
         quote! {
-            impl ::idemgen_runtime::codegen_support::Validate for #name {
-                fn validate(&self, path: &::idemgen_runtime::codegen_support::FieldPath<'_>) -> ::std::result::Result<(), ::std::string::String> {
+            impl ::idemgen_runtime::codegen::Validate for #name {
+                fn validate(&self, path: &::idemgen_runtime::codegen::FieldPath<'_>) -> ::idemgen_runtime::codegen::Checked {
                     #body
                     ::std::result::Result::Ok(())
                 }
@@ -109,37 +108,26 @@ impl<'a> Validation<'a> {
         }
     }
 
-    /// The name of the function validating `op`'s request, when it has anything to check.
-    pub fn request_fn_ident(&self, op: &OperationIr) -> Option<proc_macro2::Ident> {
-        self.request_checks(op)
-            .next()
-            .map(|_| quote::format_ident!("validate_{}", op.method))
-    }
-
-    /// `fn validate_*(request: &…Request) -> Result<(), String>` for an operation whose
-    /// parameters or JSON body have anything to check; nothing otherwise.
-    pub fn request_fn(&self, op: &OperationIr) -> TokenStream {
-        let Some(name) = self.request_fn_ident(op) else {
+    /// `fn validate(request: &…Request) -> Result<(), String>` of the operation's `Operation`
+    /// impl, for an operation whose parameters or JSON body have anything to check; nothing
+    /// otherwise (the trait's default accepts everything).
+    pub fn request_method(&self, op: &OperationIr) -> TokenStream {
+        if self.request_checks(op).next().is_none() {
             return TokenStream::new();
-        };
+        }
         let request = request_ident(op);
         let checks = self.request_checks(op).map(|(root, field, inner)| {
             let root = Literal::string(&root);
             quote! {
                 {
-                    let path = &::idemgen_runtime::codegen_support::FieldPath::Root(#root);
+                    let path = &::idemgen_runtime::codegen::FieldPath::Root(#root);
                     let value = &request.#field;
                     #inner
                 }
             }
         });
-        let doc = doc_attrs(&format!(
-            "Checks the validation keywords of `{}`'s parameters and body; `Err` names the failing value.",
-            op.id
-        ));
         quote! {
-            #doc
-            fn #name(request: &#request) -> ::std::result::Result<(), ::std::string::String> {
+            fn validate(request: &#request) -> ::idemgen_runtime::codegen::Checked {
                 #(#checks)*
                 ::std::result::Result::Ok(())
             }
@@ -201,7 +189,7 @@ impl<'a> Validation<'a> {
         depth: usize,
     ) -> TokenStream {
         let own = checks.own.for_type(ty);
-        let support = quote!(::idemgen_runtime::codegen_support);
+        let support = quote!(::idemgen_runtime::codegen);
         let mut out = TokenStream::new();
         match ty {
             TypeRef::Option(inner) => {
@@ -311,8 +299,7 @@ impl<'a> Validation<'a> {
                         out.extend(self.value(target, &def.checks, types, depth + 1));
                     }
                     TypeKind::Struct { .. } | TypeKind::Union { .. } => {
-                        let ty = rust_type(ty, types);
-                        out.extend(quote!(<#ty as #support::Validate>::validate(value, path)?;));
+                        out.extend(quote!(#support::Validate::validate(value, path)?;));
                     }
                     _ => {}
                 }
@@ -327,11 +314,11 @@ fn bound_tokens(bound: Bound) -> TokenStream {
     match bound {
         Bound::Inclusive(n) => {
             let n = float(n);
-            quote!(::idemgen_runtime::codegen_support::Bound::Inclusive(#n))
+            quote!(::idemgen_runtime::codegen::Bound::Inclusive(#n))
         }
         Bound::Exclusive(n) => {
             let n = float(n);
-            quote!(::idemgen_runtime::codegen_support::Bound::Exclusive(#n))
+            quote!(::idemgen_runtime::codegen::Bound::Exclusive(#n))
         }
     }
 }

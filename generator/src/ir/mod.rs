@@ -8,7 +8,7 @@ pub mod names;
 pub mod types;
 
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::rules::extensions::X_FINGERPRINT_VERSION;
+use crate::rules::extensions::{X_FINGERPRINT_VERSION, X_TOMBSTONES};
 use crate::spec::{self, Operation};
 
 use names::{Namespace, snake_name, type_name};
@@ -49,10 +49,16 @@ pub struct OperationIr {
     pub path: String,
     /// `summary`/`description`.
     pub doc: Option<String>,
-    /// Whether it is marked `x-idempotent: true` (and not a safe method).
-    pub idempotent: bool,
-    /// `x-idempotency-fingerprint-version` (default 1).
-    pub fingerprint_version: i16,
+    /// Whether the method is safe (GET, HEAD, OPTIONS, TRACE): its authorization step may be
+    /// left out (allowed by default); a write's never is.
+    pub safe: bool,
+    /// What makes the operation idempotent, for operations marked `x-idempotent: true` that are
+    /// not safe methods. Computed once here: the emitted semantic input and the lock's hash both
+    /// read this value, so they cannot drift apart.
+    pub idempotency: Option<Idempotency>,
+    /// `x-idempotency-tombstones`: the idempotent operation whose records this one tombstones
+    /// (its handler then runs in a transaction of the runtime's).
+    pub tombstones: Option<TombstoneLink>,
     /// Path, query and header parameters (never the idempotency key header).
     pub params: Vec<ParamIr>,
     /// The request body.
@@ -67,18 +73,95 @@ impl OperationIr {
         self.params.iter().filter(move |p| p.location == location)
     }
 
-    /// Names of the headers declared by its 2xx responses, lower case, sorted, unique.
-    pub fn declared_success_headers(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
+    /// Whether the operation is idempotent.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotency.is_some()
+    }
+
+    /// Whether the handler runs in a transaction of the runtime's: idempotent operations and
+    /// those that tombstone the records of another.
+    pub fn in_transaction(&self) -> bool {
+        self.idempotency.is_some() || self.tombstones.is_some()
+    }
+
+    /// The responses a handler succeeds with (its success enum): the 2xx codes and a `2XX`
+    /// range, and `default` when nothing else is a success.
+    pub fn success_responses(&self) -> impl Iterator<Item = &ResponseIr> {
+        let default_is_success = !self
             .responses
             .iter()
-            .filter(|r| r.status.can_be_success())
-            .flat_map(|r| r.headers.iter().map(|h| h.wire.to_ascii_lowercase()))
-            .collect();
-        out.sort();
-        out.dedup();
-        out
+            .any(|r| matches!(r.status, StatusKey::Code(200..=299) | StatusKey::Range(2)));
+        self.responses.iter().filter(move |r| match r.status {
+            StatusKey::Code(c) => (200..300).contains(&c),
+            StatusKey::Range(c) => c == 2,
+            StatusKey::Default => default_is_success,
+        })
     }
+
+    /// The declared error responses a handler may answer with (its error enum): every other
+    /// response, except the statuses only the request pipeline answers
+    /// (`idemgen_protocol::status::answered_by_runtime`).
+    pub fn error_responses(&self) -> impl Iterator<Item = &ResponseIr> {
+        let success: Vec<StatusKey> = self.success_responses().map(|r| r.status).collect();
+        let idempotent = self.is_idempotent();
+        self.responses.iter().filter(move |r| {
+            !success.contains(&r.status)
+                && match r.status {
+                    StatusKey::Code(c) => {
+                        !idemgen_protocol::status::answered_by_runtime(c, idempotent)
+                    }
+                    StatusKey::Range(_) | StatusKey::Default => true,
+                }
+        })
+    }
+}
+
+/// What makes an operation idempotent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Idempotency {
+    /// `x-idempotency-fingerprint-version` (default 1).
+    pub fingerprint_version: i16,
+    /// Where the key comes from.
+    pub key: KeyIr,
+    /// What enters the fingerprint: path and query parameters and the body, never headers.
+    pub input: SemanticInputIr,
+    /// The path parameters the key is scoped to (request field names), in template order.
+    pub scope: Vec<String>,
+    /// Names of the headers declared by the 2xx responses, lower case, sorted, unique: stored
+    /// with the result.
+    pub stored_headers: Vec<String>,
+}
+
+/// The key header of an idempotent operation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyIr {
+    /// The header name as the spec declares it (else as configured).
+    pub header: String,
+    /// The spec's `maxLength`, at most 255 (255 when it declares none).
+    pub max_length: u64,
+    /// Whether the spec declares the header `required: true`. The runtime requires the key
+    /// either way; the generated docs say so when the spec does not.
+    pub declared_required: bool,
+}
+
+/// The semantic input of an idempotent operation, field by field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemanticInputIr {
+    /// Path parameters.
+    pub path: Vec<ParamIr>,
+    /// Query parameters.
+    pub query: Vec<ParamIr>,
+    /// The body.
+    pub body: Option<BodyIr>,
+}
+
+/// `x-idempotency-tombstones: <operationId>`, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TombstoneLink {
+    /// The idempotent operation's id.
+    pub operation_id: String,
+    /// Its generated name (`CreateWidget`, the type that describes it).
+    pub name: String,
 }
 
 /// Where a parameter is sent.
@@ -104,7 +187,7 @@ impl ParamLocation {
 }
 
 /// A parameter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ParamIr {
     /// The field name in the request struct.
     pub field: String,
@@ -134,7 +217,7 @@ pub enum BodyKind {
 }
 
 /// A request body.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BodyIr {
     /// `requestBody.required`.
     pub required: bool,
@@ -247,7 +330,7 @@ impl Api {
             trait_name.push_str("Api");
         }
         let mut space = TypeSpace::new(spec);
-        let mut op_names = Namespace::with_reserved(&[&trait_name, "RouterConfig", "RouterState"]);
+        let mut op_names = Namespace::with_reserved(&[&trait_name, "Api", "Server"]);
         let mut methods = Namespace::with_reserved(&["router"]);
         let mut operations = Vec::new();
         for op in spec::operations(spec) {
@@ -259,6 +342,23 @@ impl Api {
                 &mut op_names,
                 &mut methods,
             ));
+        }
+        // `x-idempotency-tombstones` names an operation by id; link it by its generated name.
+        let names: Vec<(String, String, bool)> = operations
+            .iter()
+            .map(|o| (o.id.clone(), o.name.clone(), o.is_idempotent()))
+            .collect();
+        for (op, node) in operations.iter_mut().zip(spec::operations(spec)) {
+            let target = node.node.node.get(X_TOMBSTONES).and_then(Node::as_str);
+            op.tombstones = target.and_then(|target| {
+                names
+                    .iter()
+                    .find(|(id, _, idempotent)| id == target && *idempotent)
+                    .map(|(id, name, _)| TombstoneLink {
+                        operation_id: id.clone(),
+                        name: name.clone(),
+                    })
+            });
         }
         Api {
             title,
@@ -288,18 +388,9 @@ fn operation_ir<'s>(
         .and_then(Node::as_str)
         .map(type_name)
         .unwrap_or_else(|| type_name(&format!("{} {}", op.method, op.path)));
-    let name = op_names.claim(&base);
+    let name = claim_operation_name(op_names, &base);
     let method = methods.claim(&snake_name(&name));
     let authorize_method = methods.claim(&format!("authorize_{method}"));
-    let idempotent = crate::rules::is_idempotent(op) && !spec::SAFE_METHODS.contains(&op.method);
-    let fingerprint_version = op
-        .node
-        .node
-        .get(X_FINGERPRINT_VERSION)
-        .and_then(Node::as_int)
-        .and_then(|v| i16::try_from(v).ok())
-        .filter(|v| *v >= 1)
-        .unwrap_or(1);
     let doc = op
         .node
         .node
@@ -310,6 +401,7 @@ fn operation_ir<'s>(
 
     let mut fields = Namespace::with_reserved(&["body"]);
     let mut params = Vec::new();
+    let mut key = None;
     for p in op.parameters(spec) {
         let (Some(wire), Some(location)) = (p.name, p.location) else {
             continue;
@@ -318,9 +410,11 @@ fn operation_ir<'s>(
             "path" => ParamLocation::Path,
             "query" => ParamLocation::Query,
             "header" => {
-                if wire.eq_ignore_ascii_case(key_header)
-                    || IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str())
-                {
+                if wire.eq_ignore_ascii_case(key_header) {
+                    key = Some(key_ir(spec, &p, wire));
+                    continue;
+                }
+                if IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) {
                     continue;
                 }
                 ParamLocation::Header
@@ -426,6 +520,14 @@ fn operation_ir<'s>(
         });
     }
 
+    let idempotency = op.is_idempotent().then(|| {
+        let key = key.unwrap_or_else(|| KeyIr {
+            header: key_header.to_string(),
+            max_length: idemgen_protocol::MAX_KEY_LEN as u64,
+            declared_required: false,
+        });
+        idempotency_ir(op, key, &params, body.as_ref(), &responses)
+    });
     OperationIr {
         id,
         name,
@@ -434,11 +536,103 @@ fn operation_ir<'s>(
         http_method: op.method.to_string(),
         path: op.path.to_string(),
         doc,
-        idempotent,
-        fingerprint_version,
+        safe: op.is_safe(),
+        idempotency,
+        tombstones: None,
         params,
         body,
         responses,
+    }
+}
+
+/// Names generated from an operation's base name: the base itself describes the operation.
+const OPERATION_ITEMS: [&str; 8] = [
+    "",
+    "Request",
+    "Response",
+    "Error",
+    "Result",
+    "SemanticInput",
+    "PathInput",
+    "QueryInput",
+];
+
+/// `base` (or `base2`, …) such that no item derived from it collides with another operation's.
+fn claim_operation_name(names: &mut Namespace, base: &str) -> String {
+    let free = |names: &Namespace, candidate: &str| {
+        OPERATION_ITEMS
+            .iter()
+            .all(|suffix| !names.contains(&format!("{candidate}{suffix}")))
+    };
+    let name = std::iter::once(base.to_string())
+        .chain((2..).map(|n| format!("{base}{n}")))
+        .find(|candidate| free(names, candidate))
+        .unwrap_or_else(|| base.to_string());
+    for suffix in OPERATION_ITEMS {
+        names.claim(&format!("{name}{suffix}"));
+    }
+    name
+}
+
+/// The key header as an operation declares it.
+fn key_ir(spec: &LoadedSpec, p: &crate::spec::Parameter<'_>, wire: &str) -> KeyIr {
+    let max = idemgen_protocol::MAX_KEY_LEN as u64;
+    let max_length = p
+        .schema(spec)
+        .and_then(|s| s.node.get("maxLength"))
+        .and_then(Node::as_int)
+        .and_then(|v| u64::try_from(v).ok())
+        .filter(|v| *v >= 1)
+        .map_or(max, |v| v.min(max));
+    KeyIr {
+        header: wire.to_string(),
+        max_length,
+        declared_required: p.node.node.get("required").and_then(Node::as_bool) == Some(true),
+    }
+}
+
+/// The one computation of what makes `op` idempotent.
+fn idempotency_ir(
+    op: &Operation<'_>,
+    key: KeyIr,
+    params: &[ParamIr],
+    body: Option<&BodyIr>,
+    responses: &[ResponseIr],
+) -> Idempotency {
+    let fingerprint_version = op
+        .node
+        .node
+        .get(X_FINGERPRINT_VERSION)
+        .and_then(Node::as_int)
+        .and_then(|v| i16::try_from(v).ok())
+        .filter(|v| *v >= 1)
+        .unwrap_or(1);
+    let located = |location| {
+        params
+            .iter()
+            .filter(|p| p.location == location)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let path = located(ParamLocation::Path);
+    let scope = path.iter().map(|p| p.field.clone()).collect();
+    let mut stored_headers: Vec<String> = responses
+        .iter()
+        .filter(|r| r.status.can_be_success())
+        .flat_map(|r| r.headers.iter().map(|h| h.wire.to_ascii_lowercase()))
+        .collect();
+    stored_headers.sort();
+    stored_headers.dedup();
+    Idempotency {
+        fingerprint_version,
+        key,
+        input: SemanticInputIr {
+            path,
+            query: located(ParamLocation::Query),
+            body: body.cloned(),
+        },
+        scope,
+        stored_headers,
     }
 }
 

@@ -8,6 +8,9 @@ use crate::spec::{Operation, SAFE_METHODS};
 pub const X_IDEMPOTENT: &str = "x-idempotent";
 /// The extension that selects the request fingerprint version.
 pub const X_FINGERPRINT_VERSION: &str = "x-idempotency-fingerprint-version";
+/// The extension, on an operation that deletes a resource, naming the idempotent operation that
+/// created it: its records become tombstones (410 to late retries).
+pub const X_TOMBSTONES: &str = "x-idempotency-tombstones";
 /// The prefix reserved for idemgen's extensions.
 const PREFIX: &str = "x-idempotency-";
 
@@ -58,6 +61,8 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
                     ),
                 );
             }
+        } else if key.text == X_TOMBSTONES {
+            // Checked with every operation in view: `check_tombstones`.
         } else if key.text.starts_with(PREFIX) {
             let hint = suggestion(&key.text)
                 .map(|s| format!("; did you mean `{s}`?"))
@@ -70,6 +75,43 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
             );
         }
     }
+}
+
+/// Checks `x-idempotency-tombstones`: a string naming an idempotent operation of the spec.
+pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: &mut Sink<'_>) {
+    let Some(value) = op.node.node.get(X_TOMBSTONES) else {
+        return;
+    };
+    let file = op.node.file;
+    let Some(target) = value.as_str() else {
+        sink.report(
+            RuleId::TombstoneTargetInvalid,
+            (file, value.span),
+            Some(op),
+            format!(
+                "`{X_TOMBSTONES}` must be the operationId of an idempotent operation, found {}",
+                describe(value)
+            ),
+        );
+        return;
+    };
+    let found = ops
+        .iter()
+        .find(|o| o.operation_id().and_then(Node::as_str) == Some(target));
+    let problem = match found {
+        None => format!("`{X_TOMBSTONES}` names `{target}`, but no operation has that operationId"),
+        Some(o) if !o.is_idempotent() => format!(
+            "`{X_TOMBSTONES}` names {}, which is not idempotent: it has no records to tombstone",
+            o.display_name()
+        ),
+        Some(_) => return,
+    };
+    sink.report(
+        RuleId::TombstoneTargetInvalid,
+        (file, value.span),
+        Some(op),
+        problem,
+    );
 }
 
 /// Reports idemgen extensions on the document root and on Path Items, where they have no effect.
@@ -116,7 +158,7 @@ fn describe(node: &Node) -> String {
 
 /// The known extension closest to `key`, if it is a plausible typo of it.
 fn suggestion(key: &str) -> Option<&'static str> {
-    [X_IDEMPOTENT, X_FINGERPRINT_VERSION]
+    [X_IDEMPOTENT, X_FINGERPRINT_VERSION, X_TOMBSTONES]
         .into_iter()
         .map(|known| (edit_distance(key, known), known))
         .filter(|(d, known)| *d <= known.len() / 4)

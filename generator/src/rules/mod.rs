@@ -54,11 +54,13 @@ pub enum RuleId {
     KeyWithoutXIdempotent,
     /// The semantic input changed shape since `idemgen.lock` was written, without a version bump.
     FingerprintShapeChanged,
+    /// `x-idempotency-tombstones` names no idempotent operation.
+    TombstoneTargetInvalid,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 17] = [
+    pub const ALL: [RuleId; 18] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -76,6 +78,7 @@ impl RuleId {
         RuleId::XIdempotentOnSafeMethod,
         RuleId::KeyWithoutXIdempotent,
         RuleId::FingerprintShapeChanged,
+        RuleId::TombstoneTargetInvalid,
     ];
 
     /// The stable id.
@@ -98,6 +101,7 @@ impl RuleId {
             RuleId::XIdempotentOnSafeMethod => "x-idempotent-on-safe-method",
             RuleId::KeyWithoutXIdempotent => "idempotency-key-without-x-idempotent",
             RuleId::FingerprintShapeChanged => "fingerprint-shape-changed",
+            RuleId::TombstoneTargetInvalid => "tombstone-target-invalid",
         }
     }
 
@@ -163,6 +167,9 @@ impl RuleId {
             RuleId::FingerprintShapeChanged => {
                 "A change of an idempotent operation's semantic input comes with a bump of `x-idempotency-fingerprint-version` (checked against `idemgen.lock`)."
             }
+            RuleId::TombstoneTargetInvalid => {
+                "`x-idempotency-tombstones` names an idempotent operation of the spec by its `operationId`."
+            }
         }
     }
 
@@ -190,10 +197,11 @@ impl RuleId {
             RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
             RuleId::XIdempotentNotBoolean => "use a YAML boolean, not a string or number:\n\nx-idempotent: true".to_string(),
             RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
-            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
             RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
+            RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }
@@ -304,11 +312,6 @@ pub(crate) fn at(node: NodeRef<'_>) -> (FileId, Span) {
     (node.file, node.node.span)
 }
 
-/// Whether the operation is marked `x-idempotent: true`.
-pub fn is_idempotent(op: &Operation<'_>) -> bool {
-    op.node.node.get("x-idempotent").and_then(|n| n.as_bool()) == Some(true)
-}
-
 /// The result of running the rules.
 #[derive(Debug, Clone)]
 pub struct RuleOutcome {
@@ -328,7 +331,8 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     operation_id::check_unique(&ops, &mut sink);
     for op in &ops {
         extensions::check_operation(op, &mut sink);
-        if is_idempotent(op) && !spec::SAFE_METHODS.contains(&op.method) {
+        extensions::check_tombstones(op, &ops, &mut sink);
+        if op.is_idempotent() {
             operation_id::check_present(op, &mut sink);
             header::check_key(spec, op, &mut sink);
             responses::check(spec, op, &mut sink);
@@ -339,6 +343,6 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     RuleOutcome {
         findings: sink.findings,
         operations: ops.len(),
-        idempotent_operations: ops.iter().filter(|o| is_idempotent(o)).count(),
+        idempotent_operations: ops.iter().filter(|o| o.marked_idempotent()).count(),
     }
 }

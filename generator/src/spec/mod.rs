@@ -90,6 +90,27 @@ pub fn operations(spec: &LoadedSpec) -> Vec<Operation<'_>> {
 }
 
 impl<'a> Operation<'a> {
+    /// Whether the operation carries `x-idempotent: true` (on any method).
+    pub fn marked_idempotent(&self) -> bool {
+        self.node
+            .node
+            .get(crate::rules::extensions::X_IDEMPOTENT)
+            .and_then(Node::as_bool)
+            == Some(true)
+    }
+
+    /// Whether the operation is idempotent in idemgen's sense: marked `x-idempotent: true` and
+    /// not a safe method (a GET needs no key; marking one is a finding, not an idempotent
+    /// operation). The one definition the rules, the IR and the lock share.
+    pub fn is_idempotent(&self) -> bool {
+        self.marked_idempotent() && !SAFE_METHODS.contains(&self.method)
+    }
+
+    /// Whether the method is safe (GET, HEAD, OPTIONS, TRACE).
+    pub fn is_safe(&self) -> bool {
+        SAFE_METHODS.contains(&self.method)
+    }
+
     /// `POST /widgets`.
     pub fn label(&self) -> String {
         format!("{} {}", self.method.to_ascii_uppercase(), self.path)

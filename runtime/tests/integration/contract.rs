@@ -152,7 +152,7 @@ async fn duplicate_in_flight_gets_409_then_replays<S: Store + Clone>(env: Env<S>
         tokio::spawn(async move {
             let business = env.business.clone();
             env.exec
-                .execute(req, move |tx: &mut idemgen_runtime::TxHandle<S::Tx>| {
+                .execute(req, move |tx: &mut idemgen_runtime::TxHandle<S>| {
                     Box::pin(async move {
                         business.write(tx, "slow".into()).await?;
                         started.notify_one();

@@ -160,10 +160,10 @@ async fn a_committed_write_brings_its_async_claim_through_a_crash() {
 /// A business writer that must never be called.
 struct NoWrites;
 
-impl Business<idemgen_runtime::PgTx> for NoWrites {
+impl Business<idemgen_runtime::PgStore> for NoWrites {
     fn write<'a>(
         &'a self,
-        _tx: &'a mut idemgen_runtime::TxHandle<idemgen_runtime::PgTx>,
+        _tx: &'a mut idemgen_runtime::TxHandle<idemgen_runtime::PgStore>,
         _label: String,
     ) -> idemgen_runtime::HandlerFuture<'a, (), String> {
         Box::pin(async { Err("a replay ran the handler".to_owned()) })

@@ -9,12 +9,13 @@ use idemgen_runtime::fingerprint::{MAX_INPUT_DEPTH, canonical_bytes};
 use idemgen_runtime::http::{IDEMPOTENCY_KEY, key_from_headers};
 use idemgen_runtime::key::{KeyError, MAX_KEY_LEN};
 use idemgen_runtime::record::{DEFAULT_HEADER_ALLOWLIST, header_is_storable};
-use idemgen_runtime::server::{HandlerError, json_body};
-use idemgen_runtime::store::{PgStore, PgTx};
+use idemgen_runtime::server::json_body;
+use idemgen_runtime::store::PgStore;
 use idemgen_runtime::{
     ExecuteError, Executor, Fingerprint, IdempotencyKey, Problem, ProblemKind, StoredResponse,
     TxHandle,
 };
+use idemgen_runtime::{HandlerError, KeyHeader, NoDeclaredError};
 use proptest::prelude::*;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -74,7 +75,7 @@ proptest! {
         if let Ok(value) = HeaderValue::from_bytes(&raw) {
             let mut headers = HeaderMap::new();
             headers.insert(IDEMPOTENCY_KEY, value);
-            match (key_from_headers(&headers, &IDEMPOTENCY_KEY), &parsed) {
+            match (key_from_headers(&headers, &KeyHeader::DEFAULT), &parsed) {
                 (Ok(a), Ok(b)) => prop_assert_eq!(&a, b),
                 (Err(p), Err(_)) => {
                     prop_assert_eq!(p.kind(), ProblemKind::KeyInvalid);
@@ -137,7 +138,7 @@ proptest! {
         if long.starts_with('"') {
             prop_assert!(parsed.is_err());
         } else {
-            prop_assert_eq!(parsed, Err(KeyError::TooLong));
+            prop_assert_eq!(parsed, Err(KeyError::TooLong { max: 255 }));
         }
         prop_assert_eq!(
             IdempotencyKey::parse_header_value(blank.as_bytes()),
@@ -145,7 +146,7 @@ proptest! {
         );
         let mut headers = HeaderMap::new();
         headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_str(&long).unwrap());
-        let p = key_from_headers(&headers, &IDEMPOTENCY_KEY).unwrap_err();
+        let p = key_from_headers(&headers, &KeyHeader::DEFAULT).unwrap_err();
         prop_assert_eq!(p.kind(), ProblemKind::KeyInvalid);
         prop_assert_eq!(p.kind().status(), StatusCode::BAD_REQUEST);
     }
@@ -693,13 +694,13 @@ async fn handler_database_error_is_an_opaque_500() {
         let req = request(scope("alice", "h"), json!({}), 1);
         let result = env
             .exec
-            .execute(req.clone(), |tx: &mut TxHandle<PgTx>| {
+            .execute(req.clone(), |tx: &mut TxHandle<PgStore>| {
                 Box::pin(async move {
                     sqlx::query("INSERT INTO business_writes (id, label) VALUES (NULL, 'x')")
                         .execute(tx.conn())
                         .await
-                        .map_err(HandlerError::from)?;
-                    Ok::<TestResponse, HandlerError>(TestResponse {
+                        .map_err(HandlerError::<NoDeclaredError>::from)?;
+                    Ok::<TestResponse, HandlerError<NoDeclaredError>>(TestResponse {
                         status: 201,
                         body: String::new(),
                         headers: vec![],
@@ -710,7 +711,7 @@ async fn handler_database_error_is_an_opaque_500() {
         let Err(ExecuteError::Handler(e)) = result else {
             panic!("expected a handler error, got {result:?}");
         };
-        let p = e.to_problem();
+        let p = e.to_problem(true).expect("an opaque failure");
         assert_eq!(p.kind().status(), 500);
         assert_clean(&p, "null value");
         assert_eq!(records_exist(pool).await, 0, "the key was released");

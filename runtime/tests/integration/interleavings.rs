@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idemgen_runtime::store::{ClaimRequest, MemoryStore, MemoryTx, PgStore, PgTx};
+use idemgen_runtime::store::{ClaimRequest, MemoryStore, PgStore};
 use idemgen_runtime::{
     ClaimToken, Disposition, ExecuteError, Executor, ExecutorConfig, HandlerFuture, ProblemKind,
     RecordState, Store, Strategy as ExecStrategy, TxHandle,
@@ -81,7 +81,7 @@ trait World: Send + Sync + 'static {
     /// The business write inside the attempt's transaction; returns the write's unique id.
     fn write<'a>(
         &'a self,
-        tx: &'a mut TxHandle<<Self::S as Store>::Tx>,
+        tx: &'a mut TxHandle<Self::S>,
         label: String,
     ) -> HandlerFuture<'a, i64, String>;
     /// The ids of the committed writes labelled `label`.
@@ -100,7 +100,7 @@ impl World for PgWorld {
     }
     fn write<'a>(
         &'a self,
-        tx: &'a mut TxHandle<PgTx>,
+        tx: &'a mut TxHandle<PgStore>,
         label: String,
     ) -> HandlerFuture<'a, i64, String> {
         Box::pin(async move {
@@ -129,7 +129,7 @@ impl World for MemWorld {
     }
     fn write<'a>(
         &'a self,
-        tx: &'a mut TxHandle<MemoryTx>,
+        tx: &'a mut TxHandle<MemoryStore>,
         label: String,
     ) -> HandlerFuture<'a, i64, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -176,12 +176,10 @@ fn handler<W: World>(
     label: String,
     step: Step,
     gate: Option<watch::Receiver<bool>>,
-) -> impl for<'a> FnOnce(
-    &'a mut TxHandle<<W::S as Store>::Tx>,
-) -> HandlerFuture<'a, TestResponse, String>
+) -> impl for<'a> FnOnce(&'a mut TxHandle<W::S>) -> HandlerFuture<'a, TestResponse, String>
 + Send
 + 'static {
-    move |tx: &mut TxHandle<<W::S as Store>::Tx>| {
+    move |tx: &mut TxHandle<W::S>| {
         Box::pin(async move {
             let id = world.write(tx, label).await?;
             tokio::time::sleep(Duration::from_millis(step.delay)).await;

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
 use idemgen_runtime::executor::HandlerFuture;
-use idemgen_runtime::store::{MemoryStore, MemoryTx, PgStore, PgTx};
+use idemgen_runtime::store::{MemoryStore, PgStore};
 use idemgen_runtime::{
     CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
     IdempotencyKey, IdempotentRequest, Outcome, ResponseCodec, Scope, Store, StoredResponse,
@@ -50,20 +50,17 @@ impl ResponseCodec for TestResponse {
 }
 
 /// The business write a handler performs inside its transaction, per store.
-pub trait Business<Tx>: Send + Sync + 'static {
-    fn write<'a>(
-        &'a self,
-        tx: &'a mut TxHandle<Tx>,
-        label: String,
-    ) -> HandlerFuture<'a, (), String>;
+pub trait Business<S: Store>: Send + Sync + 'static {
+    fn write<'a>(&'a self, tx: &'a mut TxHandle<S>, label: String)
+    -> HandlerFuture<'a, (), String>;
 }
 
 struct PgBusiness;
 
-impl Business<PgTx> for PgBusiness {
+impl Business<PgStore> for PgBusiness {
     fn write<'a>(
         &'a self,
-        tx: &'a mut TxHandle<PgTx>,
+        tx: &'a mut TxHandle<PgStore>,
         label: String,
     ) -> HandlerFuture<'a, (), String> {
         Box::pin(async move {
@@ -80,10 +77,10 @@ impl Business<PgTx> for PgBusiness {
 #[derive(Default, Clone)]
 struct MemBusiness(Arc<Mutex<Vec<String>>>);
 
-impl Business<MemoryTx> for MemBusiness {
+impl Business<MemoryStore> for MemBusiness {
     fn write<'a>(
         &'a self,
-        tx: &'a mut TxHandle<MemoryTx>,
+        tx: &'a mut TxHandle<MemoryStore>,
         label: String,
     ) -> HandlerFuture<'a, (), String> {
         let log = self.0.clone();
@@ -118,7 +115,7 @@ impl Ledger {
 /// An executor with its business writer and ledger.
 pub struct Env<S: Store> {
     pub exec: Executor<S>,
-    pub business: Arc<dyn Business<S::Tx>>,
+    pub business: Arc<dyn Business<S>>,
     pub ledger: Ledger,
 }
 
@@ -150,7 +147,7 @@ pub async fn fresh_pg(pool_size: u32) -> (TestDb, sqlx::PgPool) {
     (db, pool)
 }
 
-pub fn pg_business() -> Arc<dyn Business<PgTx>> {
+pub fn pg_business() -> Arc<dyn Business<PgStore>> {
     Arc::new(PgBusiness)
 }
 
@@ -190,6 +187,7 @@ pub fn request(scope: Scope, input: serde_json::Value, version: i16) -> Idempote
         fingerprint_version: version,
         declared_headers: &[],
         retention: None,
+        key_header: "Idempotency-Key",
     }
 }
 
@@ -223,7 +221,7 @@ pub type Attempt = Result<Outcome<TestResponse>, ExecuteError<String>>;
 pub async fn attempt<S: Store>(env: &Env<S>, req: IdempotentRequest, plan: Plan) -> Attempt {
     let business = env.business.clone();
     env.exec
-        .execute(req, move |tx: &mut TxHandle<S::Tx>| {
+        .execute(req, move |tx: &mut TxHandle<S>| {
             Box::pin(async move {
                 business.write(tx, plan.label.clone()).await?;
                 if let Some(r) = &plan.resource_ref {
@@ -254,7 +252,7 @@ pub fn problem_status(result: &Attempt) -> Option<u16> {
 /// the row's id, so a stored result can be matched to the write that produced it.
 pub fn pg_id_writer(
     label: String,
-) -> impl for<'a> FnOnce(&'a mut TxHandle<PgTx>) -> HandlerFuture<'a, TestResponse, String>
+) -> impl for<'a> FnOnce(&'a mut TxHandle<PgStore>) -> HandlerFuture<'a, TestResponse, String>
 + Send
 + 'static {
     pg_slow_id_writer(label, Duration::ZERO)
@@ -264,10 +262,10 @@ pub fn pg_id_writer(
 pub fn pg_slow_id_writer(
     label: String,
     delay: Duration,
-) -> impl for<'a> FnOnce(&'a mut TxHandle<PgTx>) -> HandlerFuture<'a, TestResponse, String>
+) -> impl for<'a> FnOnce(&'a mut TxHandle<PgStore>) -> HandlerFuture<'a, TestResponse, String>
 + Send
 + 'static {
-    move |tx: &mut TxHandle<PgTx>| {
+    move |tx: &mut TxHandle<PgStore>| {
         Box::pin(async move {
             let id: i64 =
                 sqlx::query_scalar("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")

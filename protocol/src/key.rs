@@ -3,31 +3,71 @@
 //! A key is 1 to 255 characters of visible ASCII (0x21 to 0x7E). Clients send it either bare
 //! (`Idempotency-Key: 4f1c…`, as Stripe-style clients do) or as an RFC 8941 structured-field string
 //! (`Idempotency-Key: "4f1c…"`, as the IETF draft specifies); both normalise to the same key.
+//! An operation may accept less than 255 characters (its spec's `maxLength`), and may read the key
+//! from another header (`PayPal-Request-Id`): [`KeyHeader`] carries both.
 
 use std::fmt;
 
 /// The longest key accepted, in characters (= bytes: keys are ASCII).
 pub const MAX_KEY_LEN: usize = 255;
 
+/// The default name of the key header.
+pub const DEFAULT_KEY_HEADER: &str = "Idempotency-Key";
+
+/// Where an operation reads its key from, and how long the key may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHeader {
+    /// The header name as the spec declares it (`Idempotency-Key`); matched case-insensitively.
+    pub name: &'static str,
+    /// The longest key accepted: the spec's `maxLength`, at most [`MAX_KEY_LEN`].
+    pub max_len: usize,
+}
+
+impl KeyHeader {
+    /// `Idempotency-Key`, up to 255 characters.
+    pub const DEFAULT: KeyHeader = KeyHeader::new(DEFAULT_KEY_HEADER, MAX_KEY_LEN);
+
+    /// A key header; `max_len` is capped at [`MAX_KEY_LEN`].
+    pub const fn new(name: &'static str, max_len: usize) -> KeyHeader {
+        KeyHeader {
+            name,
+            max_len: if max_len > MAX_KEY_LEN || max_len == 0 {
+                MAX_KEY_LEN
+            } else {
+                max_len
+            },
+        }
+    }
+
+    /// Parses a header value under this header's limit.
+    pub fn parse(&self, raw: &[u8]) -> Result<IdempotencyKey, KeyError> {
+        IdempotencyKey::parse_header_value_within(raw, self.max_len)
+    }
+}
+
 /// A validated idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdempotencyKey(String);
 
-/// Why a header value is not a valid key.
+/// Why a header value is not a valid key. The messages do not name the header (operations may
+/// use another one); [`KeyError::detail`] does.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    /// No `Idempotency-Key` header was sent.
-    #[error("the Idempotency-Key header is required for this operation")]
+    /// No key header was sent.
+    #[error("the idempotency key header is required for this operation")]
     Missing,
     /// The header was sent more than once.
-    #[error("the Idempotency-Key header must be sent exactly once")]
+    #[error("the idempotency key header must be sent exactly once")]
     Repeated,
     /// The key is empty.
     #[error("the idempotency key is empty")]
     Empty,
-    /// The key is longer than [`MAX_KEY_LEN`].
-    #[error("the idempotency key is longer than {MAX_KEY_LEN} characters")]
-    TooLong,
+    /// The key is longer than the operation accepts (at most [`MAX_KEY_LEN`]).
+    #[error("the idempotency key is longer than {max} characters")]
+    TooLong {
+        /// The longest key the operation accepts.
+        max: usize,
+    },
     /// The key contains a character outside 0x21..=0x7E.
     #[error("the idempotency key may contain only visible ASCII characters (0x21-0x7E)")]
     InvalidCharacter,
@@ -36,29 +76,57 @@ pub enum KeyError {
     MalformedString,
 }
 
+impl KeyError {
+    /// The client-facing description, naming the header the operation reads (`header`).
+    pub fn detail(&self, header: &str) -> String {
+        match self {
+            KeyError::Missing => format!("the {header} header is required for this operation"),
+            KeyError::Repeated => format!("the {header} header must be sent exactly once"),
+            KeyError::Empty => format!("the {header} header is empty"),
+            KeyError::TooLong { max } => {
+                format!("the {header} header is longer than {max} characters")
+            }
+            KeyError::InvalidCharacter => {
+                format!("the {header} header may contain only visible ASCII characters (0x21-0x7E)")
+            }
+            KeyError::MalformedString => {
+                format!("the {header} header is not a valid structured-field string")
+            }
+        }
+    }
+}
+
 impl IdempotencyKey {
     /// Parses a header value in either accepted form; surrounding spaces and tabs are ignored.
     pub fn parse_header_value(raw: &[u8]) -> Result<IdempotencyKey, KeyError> {
+        Self::parse_header_value_within(raw, MAX_KEY_LEN)
+    }
+
+    /// Parses a header value, accepting at most `max_len` characters (capped at [`MAX_KEY_LEN`]).
+    pub fn parse_header_value_within(
+        raw: &[u8],
+        max_len: usize,
+    ) -> Result<IdempotencyKey, KeyError> {
         let trimmed = trim_ows(raw);
         let key = if trimmed.first() == Some(&b'"') {
             unquote_sf_string(trimmed)?
         } else {
             trimmed.to_vec()
         };
-        Self::validate(key)
+        Self::validate(key, max_len.min(MAX_KEY_LEN))
     }
 
     /// Validates an already-unquoted key.
     pub fn new(key: impl Into<String>) -> Result<IdempotencyKey, KeyError> {
-        Self::validate(key.into().into_bytes())
+        Self::validate(key.into().into_bytes(), MAX_KEY_LEN)
     }
 
-    fn validate(bytes: Vec<u8>) -> Result<IdempotencyKey, KeyError> {
+    fn validate(bytes: Vec<u8>, max_len: usize) -> Result<IdempotencyKey, KeyError> {
         if bytes.is_empty() {
             return Err(KeyError::Empty);
         }
-        if bytes.len() > MAX_KEY_LEN {
-            return Err(KeyError::TooLong);
+        if bytes.len() > max_len {
+            return Err(KeyError::TooLong { max: max_len });
         }
         if !bytes.iter().all(|b| (0x21..=0x7e).contains(b)) {
             return Err(KeyError::InvalidCharacter);
@@ -146,8 +214,30 @@ mod tests {
         check("\"abc\";p=1", Err(KeyError::MalformedString));
         check(r#""a\nb""#, Err(KeyError::MalformedString));
         check(&"k".repeat(255), Ok(&"k".repeat(255)));
-        check(&"k".repeat(256), Err(KeyError::TooLong));
-        check(&format!("\"{}\"", "k".repeat(256)), Err(KeyError::TooLong));
+        check(&"k".repeat(256), Err(KeyError::TooLong { max: 255 }));
+        check(
+            &format!("\"{}\"", "k".repeat(256)),
+            Err(KeyError::TooLong { max: 255 }),
+        );
+    }
+
+    #[test]
+    fn an_operation_may_accept_shorter_keys_under_another_header() {
+        let paypal = KeyHeader::new("PayPal-Request-Id", 108);
+        assert!(paypal.parse("k".repeat(108).as_bytes()).is_ok());
+        let e = paypal.parse("k".repeat(109).as_bytes()).unwrap_err();
+        assert_eq!(e, KeyError::TooLong { max: 108 });
+        assert_eq!(
+            e.detail(paypal.name),
+            "the PayPal-Request-Id header is longer than 108 characters"
+        );
+        assert_eq!(
+            KeyError::Missing.detail(paypal.name),
+            "the PayPal-Request-Id header is required for this operation"
+        );
+        // A limit above the protocol's is capped; 0 means "not declared".
+        assert_eq!(KeyHeader::new("K", 1000).max_len, MAX_KEY_LEN);
+        assert_eq!(KeyHeader::new("K", 0).max_len, MAX_KEY_LEN);
     }
 
     #[test]

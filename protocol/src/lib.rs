@@ -1,0 +1,18 @@
+//! idemgen-protocol: the facts of the idempotency protocol, in one place both sides read.
+//!
+//! `protocol.md` is the contract; this crate is its executable half: key syntax and limits
+//! ([`key`]), the frozen `hs1` fingerprint ([`fingerprint`]), every problem with its status and
+//! stable code ([`problem`]), the statuses a spec must declare and those only the request pipeline
+//! answers ([`status`]), and the headers stored with a result ([`headers`]). It does no I/O: the
+//! generator (`idemgen`) and the runtime (`idemgen-runtime`) both depend on it, so neither retypes
+//! a protocol fact.
+
+pub mod fingerprint;
+pub mod headers;
+pub mod key;
+pub mod problem;
+pub mod status;
+
+pub use fingerprint::{Fingerprint, FingerprintError};
+pub use key::{IdempotencyKey, KeyError, KeyHeader, MAX_KEY_LEN};
+pub use problem::ProblemKind;

@@ -1,0 +1,39 @@
+//! Which statuses a spec must declare for an idempotent operation, and which ones only the
+//! request pipeline answers (protocol.md, "Status codes and problem types").
+
+/// Statuses every idempotent operation must declare: a client must be able to tell each of these
+/// answers apart (400 key problems, 401, 403 on replays too, 422 key reused, 500, 503 store
+/// unavailable, 504 outcome unknown).
+pub const REQUIRED_STATUSES: [u16; 7] = [400, 401, 403, 422, 500, 503, 504];
+
+/// Statuses every idempotent operation should declare: 409 while another attempt runs, 410 after
+/// the created resource was deleted.
+pub const RECOMMENDED_STATUSES: [u16; 2] = [409, 410];
+
+/// Whether only the request pipeline answers `status` for an operation (never a handler): 401
+/// (authentication), 413 (body limit) and 500 (any failure) for every operation, and for
+/// idempotent ones also 409, 410, 422, 503 and 504, the protocol's own answers. A generated
+/// handler's typed error responses leave these statuses out.
+pub fn answered_by_runtime(status: u16, idempotent: bool) -> bool {
+    matches!(status, 401 | 413 | 500)
+        || (idempotent && matches!(status, 409 | 410 | 422 | 503 | 504))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_protocol_owns_its_answers() {
+        for status in [409, 410, 422, 503, 504] {
+            assert!(answered_by_runtime(status, true), "{status}");
+            assert!(!answered_by_runtime(status, false), "{status}");
+        }
+        for status in [401, 413, 500] {
+            assert!(answered_by_runtime(status, false));
+        }
+        for status in [400, 403, 404, 200, 201] {
+            assert!(!answered_by_runtime(status, true));
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Helpers that only `idemgen build` output calls: parameter parsing, the resource scope, the
+//! pieces of response codecs, and the `Validate` checks, each rule in one function.
+//!
+//! Not part of the runtime's API: hidden from its documentation (as progenitor-client hides its
+//! helpers) and free to change with the generator that calls it.
+
+use std::fmt::Display;
+
+use http::StatusCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::executor::CodecError;
+use crate::problem::Problem;
+use crate::server::bad_request;
+
+/// Parses one parameter value into `T`: as a JSON string first (strings, UUIDs, date-times,
+/// string enums), then as a JSON literal (numbers, booleans). 400 naming the parameter otherwise.
+pub fn parse_param<T: DeserializeOwned>(
+    location: &str,
+    name: &str,
+    raw: &str,
+) -> Result<T, Problem> {
+    if let Ok(value) = serde_json::from_value::<T>(serde_json::Value::String(raw.to_owned())) {
+        return Ok(value);
+    }
+    let literal = raw.trim();
+    if !literal.is_empty()
+        && !literal.starts_with(['"', '[', '{'])
+        && let Ok(value) = serde_json::from_str::<T>(literal)
+    {
+        return Ok(value);
+    }
+    Err(bad_request(format!(
+        "{location} parameter `{name}` has an invalid value"
+    )))
+}
+
+/// What a generated `Operation::extract` returns.
+pub type Extracted<T> = Result<T, Problem>;
+
+/// What a validation check returns: `Err` is the client-facing detail.
+pub type Checked = Result<(), String>;
+
+/// What a generated `Encode::encode` returns.
+pub type Encoded = Result<crate::executor::EncodedResponse, CodecError>;
+
+/// A response with a JSON body and the declared `code`.
+pub fn json<T: Serialize + ?Sized>(code: u16, media_type: &'static str, body: &T) -> Encoded {
+    crate::executor::EncodedResponse::json(status(code), media_type, body)
+}
+
+/// A response with a raw body and the declared `code`.
+pub fn bytes(code: u16, media_type: &'static str, body: impl Into<Vec<u8>>) -> Encoded {
+    Ok(crate::executor::EncodedResponse::bytes(
+        status(code),
+        media_type,
+        body,
+    ))
+}
+
+/// A response without a body and the declared `code`.
+pub fn empty(code: u16) -> Encoded {
+    Ok(crate::executor::EncodedResponse::empty(status(code)))
+}
+
+/// The status of a declared code (100..=599, as the IR guarantees); anything else is 500.
+pub fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// `skip_serializing_if` for array parameters in a semantic input: an absent array is empty.
+pub fn is_empty<T>(values: &&[T]) -> bool {
+    values.is_empty()
+}
+
+/// A binary body in a semantic input: serialised as lowercase hex text.
+#[derive(Debug, Clone, Copy)]
+pub struct HexBytes<'a>(pub &'a [u8]);
+
+impl Serialize for HexBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex::encode(self.0))
+    }
+}
+
+/// The resource scope of a request: its path parameter values, in template order, joined with
+/// `/` after escaping `%` and `/` inside each value, so that different values never join to the
+/// same scope. Empty when the path has no parameters.
+pub fn resource_scope(values: &[&dyn Display]) -> String {
+    values
+        .iter()
+        .map(|v| v.to_string().replace('%', "%25").replace('/', "%2F"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A status a handler chose for a range (`4XX`: `class` 4) or `default` (`class` `None`)
+/// response, checked: inside its class, and never one of the statuses only the pipeline answers
+/// (`idempotent` operations own more of them). Anything else is a handler bug, answered 500.
+pub fn checked_status(
+    status: StatusCode,
+    class: Option<u16>,
+    success: bool,
+    idempotent: bool,
+) -> Result<StatusCode, CodecError> {
+    let code = status.as_u16();
+    let in_class = match class {
+        Some(c) => code / 100 == c,
+        None => status.is_success() == success,
+    };
+    if !in_class {
+        return Err(CodecError(format!(
+            "the handler answered {status} in a response declared for {}",
+            class.map_or_else(|| "`default`".to_owned(), |c| format!("{c}XX"))
+        )));
+    }
+    if !success && idemgen_protocol::status::answered_by_runtime(code, idempotent) {
+        return Err(CodecError(format!(
+            "the handler answered {status}, which only the request pipeline answers"
+        )));
+    }
+    Ok(status)
+}
+
+/// Where a value sits in a request, for validation messages: `body.tags[2]`, `query.limit`.
+///
+/// Built on the stack as validation descends, so nothing is allocated unless a check fails.
+#[derive(Debug, Clone, Copy)]
+pub enum FieldPath<'a> {
+    /// The start: `body`, or a parameter such as `query.limit`.
+    Root(&'a str),
+    /// A property of an object.
+    Property(&'a FieldPath<'a>, &'a str),
+    /// An element of an array.
+    Index(&'a FieldPath<'a>, usize),
+}
+
+impl Display for FieldPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldPath::Root(name) => f.write_str(name),
+            FieldPath::Property(parent, name) => write!(f, "{parent}.{name}"),
+            FieldPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// Generated request types whose schemas carry validation keywords (`minLength`, `maximum`,
+/// `minItems`, …) implement this; the generated extractors call it and answer `Err` with a 400
+/// problem before authorization and before any idempotency claim.
+pub trait Validate {
+    /// Checks the value against its schema's validation keywords; `Err` holds the client-facing
+    /// detail, naming the path of the first failing value.
+    fn validate(&self, path: &FieldPath<'_>) -> Result<(), String>;
+}
+
+/// A numeric bound of `minimum`/`maximum` (`exclusiveMinimum`/`exclusiveMaximum` make it
+/// exclusive: the 3.0 boolean form and the 3.1 numeric form both end here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// The value may equal the bound.
+    Inclusive(f64),
+    /// The value must differ from the bound.
+    Exclusive(f64),
+}
+
+/// `minLength`: at least `min` characters (Unicode scalar values, as JSON Schema counts).
+pub fn check_min_length(path: &FieldPath<'_>, value: &str, min: u64) -> Result<(), String> {
+    if (value.chars().count() as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} character{}",
+            plural(min)
+        ));
+    }
+    Ok(())
+}
+
+/// `maxLength`: at most `max` characters (Unicode scalar values).
+pub fn check_max_length(path: &FieldPath<'_>, value: &str, max: u64) -> Result<(), String> {
+    if value.chars().count() as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} character{}",
+            plural(max)
+        ));
+    }
+    Ok(())
+}
+
+/// `minimum` / `exclusiveMinimum`.
+pub fn check_minimum(path: &FieldPath<'_>, value: f64, bound: Bound) -> Result<(), String> {
+    match bound {
+        Bound::Inclusive(min) if value < min || value.is_nan() => {
+            Err(format!("{path}: must be at least {min}"))
+        }
+        Bound::Exclusive(min) if value <= min || value.is_nan() => {
+            Err(format!("{path}: must be greater than {min}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `maximum` / `exclusiveMaximum`.
+pub fn check_maximum(path: &FieldPath<'_>, value: f64, bound: Bound) -> Result<(), String> {
+    match bound {
+        Bound::Inclusive(max) if value > max || value.is_nan() => {
+            Err(format!("{path}: must be at most {max}"))
+        }
+        Bound::Exclusive(max) if value >= max || value.is_nan() => {
+            Err(format!("{path}: must be less than {max}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `multipleOf`: the quotient is an integer (within `f64` rounding, so that `0.3` is a
+/// multiple of `0.1`).
+pub fn check_multiple_of(path: &FieldPath<'_>, value: f64, factor: f64) -> Result<(), String> {
+    let quotient = value / factor;
+    let ok = quotient.is_finite()
+        && (quotient - quotient.round()).abs() <= 1e-9 * quotient.abs().max(1.0);
+    if !ok {
+        return Err(format!("{path}: must be a multiple of {factor}"));
+    }
+    Ok(())
+}
+
+/// `minItems`.
+pub fn check_min_items(path: &FieldPath<'_>, len: usize, min: u64) -> Result<(), String> {
+    if (len as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} item{}",
+            plural(min)
+        ));
+    }
+    Ok(())
+}
+
+/// `maxItems`.
+pub fn check_max_items(path: &FieldPath<'_>, len: usize, max: u64) -> Result<(), String> {
+    if len as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} item{}",
+            plural(max)
+        ));
+    }
+    Ok(())
+}
+
+/// `uniqueItems: true`: no two elements are equal (quadratic; request arrays are small, and
+/// not every element type can be hashed or ordered).
+pub fn check_unique_items<T: PartialEq>(path: &FieldPath<'_>, items: &[T]) -> Result<(), String> {
+    for (i, item) in items.iter().enumerate() {
+        if let Some(j) = items[..i].iter().position(|earlier| earlier == item) {
+            return Err(format!(
+                "{path}: items must be unique ([{j}] and [{i}] are equal)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `minProperties` (maps only).
+pub fn check_min_properties(path: &FieldPath<'_>, len: usize, min: u64) -> Result<(), String> {
+    if (len as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} propert{}",
+            if min == 1 { "y" } else { "ies" }
+        ));
+    }
+    Ok(())
+}
+
+/// `maxProperties` (maps only).
+pub fn check_max_properties(path: &FieldPath<'_>, len: usize, max: u64) -> Result<(), String> {
+    if len as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} propert{}",
+            if max == 1 { "y" } else { "ies" }
+        ));
+    }
+    Ok(())
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_messages_name_the_path() {
+        let body = FieldPath::Root("body");
+        let tags = FieldPath::Property(&body, "tags");
+        let tag = FieldPath::Index(&tags, 2);
+        assert_eq!(tag.to_string(), "body.tags[2]");
+        // Characters, not bytes: "é" is one character, two bytes.
+        assert!(check_max_length(&tag, "éé", 2).is_ok());
+        assert_eq!(
+            check_min_length(&FieldPath::Property(&body, "name"), "", 1).unwrap_err(),
+            "body.name: must have at least 1 character"
+        );
+        let limit = FieldPath::Root("query.limit");
+        assert!(check_minimum(&limit, 1.0, Bound::Inclusive(1.0)).is_ok());
+        assert_eq!(
+            check_minimum(&limit, 1.0, Bound::Exclusive(1.0)).unwrap_err(),
+            "query.limit: must be greater than 1"
+        );
+        assert_eq!(
+            check_maximum(&limit, 101.0, Bound::Inclusive(100.0)).unwrap_err(),
+            "query.limit: must be at most 100"
+        );
+        assert!(check_maximum(&limit, f64::NAN, Bound::Inclusive(100.0)).is_err());
+        assert!(check_multiple_of(&limit, 0.3, 0.1).is_ok());
+        assert!(check_multiple_of(&limit, 7.0, 2.0).is_err());
+        assert!(check_min_items(&tags, 0, 1).is_err());
+        assert!(check_max_items(&tags, 3, 3).is_ok());
+        assert_eq!(
+            check_unique_items(&tags, &["a", "b", "a"]).unwrap_err(),
+            "body.tags: items must be unique ([0] and [2] are equal)"
+        );
+        assert!(check_min_properties(&body, 0, 1).is_err());
+        assert!(check_max_properties(&body, 2, 1).is_err());
+    }
+
+    #[test]
+    fn params_parse_as_strings_then_literals() {
+        assert_eq!(parse_param::<String>("query", "q", "12").unwrap(), "12");
+        assert_eq!(parse_param::<i64>("query", "q", "12").unwrap(), 12);
+        assert!(parse_param::<bool>("query", "q", "true").unwrap());
+        assert_eq!(
+            parse_param::<uuid::Uuid>("path", "id", "6a2f41a3-c54c-fce8-32d2-0324e1c32e22")
+                .unwrap(),
+            uuid::Uuid::parse_str("6a2f41a3-c54c-fce8-32d2-0324e1c32e22").unwrap()
+        );
+        let e = parse_param::<i32>("query", "limit", "ten").unwrap_err();
+        assert_eq!(e.kind(), crate::ProblemKind::InvalidRequest);
+        assert!(e.detail().unwrap().contains("`limit`"));
+        assert!(parse_param::<i64>("query", "q", "[1]").is_err());
+    }
+
+    #[test]
+    fn scopes_of_different_values_differ() {
+        assert_eq!(resource_scope(&[]), "");
+        assert_eq!(resource_scope(&[&"w_1"]), "w_1");
+        let a = resource_scope(&[&"a/b", &"c"]);
+        let b = resource_scope(&[&"a", &"b/c"]);
+        assert_ne!(a, b);
+        assert_eq!(resource_scope(&[&"50%", &7]), "50%25/7");
+    }
+
+    #[test]
+    fn status_classes_are_enforced() {
+        assert!(checked_status(StatusCode::NOT_FOUND, Some(4), false, true).is_ok());
+        assert!(checked_status(StatusCode::OK, Some(4), false, true).is_err());
+        assert!(checked_status(StatusCode::OK, None, true, true).is_ok());
+        assert!(checked_status(StatusCode::CREATED, Some(2), true, true).is_ok());
+        // `default` on the success side must be 2xx, on the error side must not be.
+        assert!(checked_status(StatusCode::NOT_FOUND, None, true, false).is_err());
+        assert!(checked_status(StatusCode::OK, None, false, false).is_err());
+        // A `4XX` handler response may not say 409 or 422 for an idempotent operation.
+        assert!(checked_status(StatusCode::CONFLICT, Some(4), false, true).is_err());
+        assert!(checked_status(StatusCode::CONFLICT, Some(4), false, false).is_ok());
+        assert!(checked_status(StatusCode::UNAUTHORIZED, Some(4), false, false).is_err());
+    }
+}
