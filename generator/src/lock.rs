@@ -313,7 +313,7 @@ impl<'t> Shaper<'t> {
                 let mut m = Map::new();
                 let members = fields
                     .iter()
-                    .map(|f| (f.wire.clone(), self.member(f.required, &f.ty)))
+                    .map(|f| (f.wire.clone(), self.member(f.required, &f.field_type())))
                     .collect();
                 m.insert("object".into(), Json::Object(members));
                 if let Some(extra) = extra {

@@ -59,7 +59,10 @@ pub fn mark_replayed(response: &mut Response) {
 
 /// The HTTP response for a stored result, marked as replayed.
 pub fn replay_response(stored: &StoredResponse) -> Response {
-    let mut response = (stored.status_code(), stored.body.clone()).into_response();
+    // Built by hand: `(status, bytes).into_response()` would add its own
+    // `Content-Type: application/octet-stream` before the stored one.
+    let mut response = Response::new(axum::body::Body::from(stored.body.clone()));
+    *response.status_mut() = stored.status_code();
     let headers = response.headers_mut();
     for (name, value) in &stored.headers {
         if let (Ok(name), Ok(value)) = (
@@ -134,5 +137,12 @@ mod tests {
         assert_eq!(r.status(), 201);
         assert_eq!(r.headers()["location"], "/widgets/7");
         assert_eq!(r.headers()["idempotent-replayed"], "true");
+        let json = StoredResponse {
+            headers: vec![("content-type".into(), "application/json".into())],
+            ..stored
+        };
+        let r = replay_response(&json);
+        let types: Vec<_> = r.headers().get_all("content-type").iter().collect();
+        assert_eq!(types, ["application/json"], "only the stored content type");
     }
 }

@@ -76,16 +76,12 @@ impl<A, S: Store, Au> std::fmt::Debug for Server<A, S, Au> {
 }
 
 impl<A, S: Store, Au> Server<A, S, Au> {
-    /// A server for `api` (an `A` or an `Arc<A>`), authenticating with `authenticator` and running
-    /// idempotent attempts on `executor`, with the default settings.
-    pub fn new(
-        api: impl Into<Arc<A>>,
-        authenticator: impl Into<Arc<Au>>,
-        executor: Executor<S>,
-    ) -> Server<A, S, Au> {
+    /// A server for `api` (shared, so that the caller may keep a handle on it), authenticating
+    /// with `authenticator` and running attempts on `executor`, with the default settings.
+    pub fn new(api: Arc<A>, authenticator: Au, executor: Executor<S>) -> Server<A, S, Au> {
         Server {
-            api: api.into(),
-            authenticator: authenticator.into(),
+            api,
+            authenticator: Arc::new(authenticator),
             executor,
             config: Arc::new(ServerConfig::default()),
         }

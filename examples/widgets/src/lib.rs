@@ -72,7 +72,7 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     }
     let service = service::Widgets::new(pool);
     let auth = auth::TokenAuth::new(config.tokens.clone());
-    let server = Server::new(service, auth, executor).with_config(ServerConfig {
+    let server = Server::new(Arc::new(service), auth, executor).with_config(ServerConfig {
         body_limit: config.body_limit,
     });
     Ok(api::router(server))

@@ -12,6 +12,8 @@ mod common;
 mod github;
 /// Specs that must not load: clear errors with positions.
 mod load_errors;
+/// The lock's shape changes exactly when the emitted semantic input changes.
+mod lock_shape;
 /// Property-based tests: mutated and random documents never panic the loader.
 mod proptests;
 /// Data-driven rule cases: one line per fixture and expected findings.

@@ -90,6 +90,15 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/idempotency-key-without-x-idempotent.yaml",
         &["idempotency-key-without-x-idempotent@5:5"],
     );
+    // Names a safe (non-idempotent) operation, an unknown one, and is not a string.
+    case(
+        "rules/tombstone-target-invalid.yaml",
+        &[
+            "tombstone-target-invalid@11:33",
+            "tombstone-target-invalid@16:33",
+            "tombstone-target-invalid@21:33",
+        ],
+    );
 }
 
 #[test]

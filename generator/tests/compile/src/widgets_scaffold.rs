@@ -1,10 +1,11 @@
 //! The handlers of the Widgets API: written once by `idemgen scaffold`, yours to edit.
 //!
-//! Every handler answers 500 and every authorization check answers 403 until you replace them.
+//! Every handler answers 500 and every write's authorization answers 403 until you replace them;
+//! reads are allowed to every authenticated caller unless you override their `authorize_*`.
 //! The generated module (`idemgen build`) is regenerated on every spec change; this file is not.
 
 use crate::widgets::*;
-use idemgen_runtime::{HandlerError, Principal, Problem, ProblemKind, Store, TxHandle};
+use idemgen_runtime::{HandlerError, HandlerResult, Principal, Problem, ProblemKind, TxHandle};
 
 /// The Widgets service.
 #[derive(Debug, Default)]
@@ -24,25 +25,15 @@ impl WidgetsApi for WidgetsService {
         Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
-    /// `createWidget` (POST /widgets): write through `tx` only; a 2xx answer is stored and replayed.
+    /// `createWidget` (POST /widgets): write through `tx` only; a success is stored and replayed.
     async fn create_widget(
         &self,
         _principal: &Principal,
-        _tx: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _tx: &mut TxHandle<Self::Store>,
         _request: CreateWidgetRequest,
-    ) -> Result<CreateWidgetResponse, HandlerError> {
+    ) -> HandlerResult<CreateWidget> {
         // Answered as an opaque 500 problem; the message is logged.
         Err(HandlerError::msg("createWidget is not implemented"))
-    }
-
-    /// May `principal` attempt `listWidgets`? Runs on every attempt, replays included.
-    async fn authorize_list_widgets(
-        &self,
-        _principal: &Principal,
-        _request: &ListWidgetsRequest,
-    ) -> Result<(), Problem> {
-        // Deny until you decide who may attempt `listWidgets`.
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `listWidgets` (GET /widgets).
@@ -50,19 +41,9 @@ impl WidgetsApi for WidgetsService {
         &self,
         _principal: &Principal,
         _request: ListWidgetsRequest,
-    ) -> Result<ListWidgetsResponse, HandlerError> {
+    ) -> HandlerResult<ListWidgets> {
         // Answered as an opaque 500 problem; the message is logged.
         Err(HandlerError::msg("listWidgets is not implemented"))
-    }
-
-    /// May `principal` attempt `getWidget`? Runs on every attempt, replays included.
-    async fn authorize_get_widget(
-        &self,
-        _principal: &Principal,
-        _request: &GetWidgetRequest,
-    ) -> Result<(), Problem> {
-        // Deny until you decide who may attempt `getWidget`.
-        Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
     /// `getWidget` (GET /widgets/{id}).
@@ -70,7 +51,7 @@ impl WidgetsApi for WidgetsService {
         &self,
         _principal: &Principal,
         _request: GetWidgetRequest,
-    ) -> Result<GetWidgetResponse, HandlerError> {
+    ) -> HandlerResult<GetWidget> {
         // Answered as an opaque 500 problem; the message is logged.
         Err(HandlerError::msg("getWidget is not implemented"))
     }
@@ -85,12 +66,13 @@ impl WidgetsApi for WidgetsService {
         Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
-    /// `deleteWidget` (DELETE /widgets/{id}).
+    /// `deleteWidget` (DELETE /widgets/{id}): write through `tx` only.
     async fn delete_widget(
         &self,
         _principal: &Principal,
+        _tx: &mut TxHandle<Self::Store>,
         _request: DeleteWidgetRequest,
-    ) -> Result<DeleteWidgetResponse, HandlerError> {
+    ) -> HandlerResult<DeleteWidget> {
         // Answered as an opaque 500 problem; the message is logged.
         Err(HandlerError::msg("deleteWidget is not implemented"))
     }
@@ -105,13 +87,13 @@ impl WidgetsApi for WidgetsService {
         Err(Problem::new(ProblemKind::Forbidden).with_detail("not authorized yet"))
     }
 
-    /// `publishWidget` (POST /widgets/{id}/publish): write through `tx` only; a 2xx answer is stored and replayed.
+    /// `publishWidget` (POST /widgets/{id}/publish): write through `tx` only; a success is stored and replayed.
     async fn publish_widget(
         &self,
         _principal: &Principal,
-        _tx: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _tx: &mut TxHandle<Self::Store>,
         _request: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         // Answered as an opaque 500 problem; the message is logged.
         Err(HandlerError::msg("publishWidget is not implemented"))
     }

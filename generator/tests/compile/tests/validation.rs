@@ -3,7 +3,7 @@
 //! a request body, and the detail of the 400 it earns (`None`: valid).
 
 use idemgen_compile_tests::shapes::types::RecordReadingsRequestBody;
-use idemgen_runtime::codegen_support::{FieldPath, Validate};
+use idemgen_runtime::codegen::{FieldPath, Validate};
 use serde_json::json;
 
 fn check(body: serde_json::Value, expected: Option<&str>) {

@@ -9,8 +9,8 @@ use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use idemgen_compile_tests::widgets::{self, types, *};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, MemoryStore, Principal, Problem,
-    ProblemKind, Store, TxHandle,
+    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
+    Idempotent, Problem, ProblemKind, Server, ServerConfig, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -35,14 +35,32 @@ impl WidgetsApi for Service {
     async fn create_widget(
         &self,
         _principal: &Principal,
-        tx: &mut TxHandle<<Self::Store as Store>::Tx>,
+        tx: &mut TxHandle<MemoryStore>,
         request: CreateWidgetRequest,
-    ) -> Result<CreateWidgetResponse, HandlerError> {
+    ) -> HandlerResult<CreateWidget> {
         self.creates.fetch_add(1, Ordering::SeqCst);
-        if request.body.name == "boom" {
-            return Err(HandlerError::msg(
-                "database said: relation widgets_secret does not exist",
-            ));
+        match request.body.name.as_str() {
+            "boom" => {
+                return Err(HandlerError::msg(
+                    "database said: relation widgets_secret does not exist",
+                ));
+            }
+            // A declared error response, with the handler's own body: answered, never stored.
+            "taken" => {
+                return Err(CreateWidgetError::Status400(types::Problem {
+                    r#type: "https://example.com/name-taken".into(),
+                    title: "Name taken".into(),
+                    status: 400,
+                    code: Some("name_taken".into()),
+                    detail: None,
+                })
+                .into());
+            }
+            // A problem keeps its status through `?`.
+            "nope" => Err(Problem::new(ProblemKind::Forbidden).with_detail("not this name"))?,
+            // The protocol's own answers cannot be borrowed by a handler.
+            "conflict" => Err(Problem::new(ProblemKind::InFlight))?,
+            _ => {}
         }
         let widget = types::Widget {
             id: uuid::Uuid::new_v4(),
@@ -63,19 +81,11 @@ impl WidgetsApi for Service {
         })
     }
 
-    async fn authorize_list_widgets(
-        &self,
-        principal: &Principal,
-        _: &ListWidgetsRequest,
-    ) -> Result<(), Problem> {
-        allow(principal)
-    }
-
     async fn list_widgets(
         &self,
         _: &Principal,
         request: ListWidgetsRequest,
-    ) -> Result<ListWidgetsResponse, HandlerError> {
+    ) -> HandlerResult<ListWidgets> {
         let mut items: Vec<_> = self.widgets.lock().unwrap().values().cloned().collect();
         items.retain(|w| request.color.is_none_or(|c| w.color == Some(c)));
         items.truncate(request.limit.unwrap_or(100) as usize);
@@ -84,29 +94,18 @@ impl WidgetsApi for Service {
         ))
     }
 
-    async fn authorize_get_widget(
-        &self,
-        principal: &Principal,
-        _: &GetWidgetRequest,
-    ) -> Result<(), Problem> {
-        allow(principal)
-    }
-
-    async fn get_widget(
-        &self,
-        _: &Principal,
-        request: GetWidgetRequest,
-    ) -> Result<GetWidgetResponse, HandlerError> {
-        Ok(match self.widgets.lock().unwrap().get(&request.id) {
-            Some(w) => GetWidgetResponse::Status200(w.clone()),
-            None => GetWidgetResponse::Status404(types::Problem {
+    async fn get_widget(&self, _: &Principal, request: GetWidgetRequest) -> HandlerResult<GetWidget> {
+        match self.widgets.lock().unwrap().get(&request.id) {
+            Some(w) => Ok(GetWidgetResponse::Status200(w.clone())),
+            None => Err(GetWidgetError::Status404(types::Problem {
                 r#type: "https://example.com/not-found".into(),
                 title: "Not found".into(),
                 status: 404,
                 code: None,
                 detail: None,
-            }),
-        })
+            })
+            .into()),
+        }
     }
 
     async fn authorize_delete_widget(
@@ -119,10 +118,16 @@ impl WidgetsApi for Service {
 
     async fn delete_widget(
         &self,
-        _: &Principal,
+        principal: &Principal,
+        tx: &mut TxHandle<MemoryStore>,
         request: DeleteWidgetRequest,
-    ) -> Result<DeleteWidgetResponse, HandlerError> {
-        self.widgets.lock().unwrap().remove(&request.id);
+    ) -> HandlerResult<DeleteWidget> {
+        let widgets = Arc::clone(&self.widgets);
+        let id = request.id;
+        tx.tx().on_commit(move || {
+            widgets.lock().unwrap().remove(&id);
+        });
+        tx.tombstone::<CreateWidget>(principal, request.id).await?;
         Ok(DeleteWidgetResponse::Status204)
     }
 
@@ -137,9 +142,9 @@ impl WidgetsApi for Service {
     async fn publish_widget(
         &self,
         _: &Principal,
-        _tx: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _tx: &mut TxHandle<MemoryStore>,
         request: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         self.publishes.fetch_add(1, Ordering::SeqCst);
         Ok(PublishWidgetResponse::Status200 {
             body: types::Widget {
@@ -185,17 +190,13 @@ fn app() -> (Arc<Service>, axum::Router) {
 fn app_with_store() -> (Arc<Service>, MemoryStore, axum::Router) {
     let service = Arc::new(Service::default());
     let store = MemoryStore::new();
-    let config = RouterConfig {
-        body_limit: 256,
-        ..RouterConfig::default()
-    };
-    let router = widgets::router(
+    let server = Server::new(
         Arc::clone(&service),
-        Arc::new(HeaderAuth),
+        HeaderAuth,
         Executor::new(store.clone(), ExecutorConfig::default()),
-        config,
-    );
-    (service, store, router)
+    )
+    .with_config(ServerConfig { body_limit: 256 });
+    (service, store, widgets::router(server))
 }
 
 struct Reply {
@@ -671,8 +672,14 @@ fn semantic_input_is_path_query_and_body_only() {
         input,
         serde_json::json!({"path": {"id": id}, "query": {}, "body": {"channel": "web"}})
     );
-    assert_eq!(PublishWidgetSemanticInput::FINGERPRINT_VERSION, 2);
-    assert_eq!(CreateWidgetSemanticInput::FINGERPRINT_VERSION, 1);
+    assert_eq!(<PublishWidget as Idempotent>::FINGERPRINT_VERSION, 2);
+    assert_eq!(<CreateWidget as Idempotent>::FINGERPRINT_VERSION, 1);
+    assert_eq!(<PublishWidget as Idempotent>::STORED_HEADERS, ["x-rate-limit-remaining"]);
+    assert_eq!(
+        <PublishWidget as Idempotent>::resource_scope(&request),
+        id.to_string(),
+        "publishing is scoped to the widget"
+    );
     let create = CreateWidgetRequest {
         body: types::NewWidget {
             name: "Sprocket".into(),
@@ -684,4 +691,68 @@ fn semantic_input_is_path_query_and_body_only() {
         serde_json::to_value(CreateWidgetSemanticInput::new(&create)).unwrap(),
         serde_json::json!({"body": {"name": "Sprocket"}})
     );
+}
+
+#[tokio::test]
+async fn handler_errors_keep_their_meaning_and_are_never_stored() {
+    let (service, store, app) = app_with_store();
+    // A declared error response: its own body and status, nothing stored, the key still free.
+    let taken = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"taken"}"#).await;
+    assert_eq!(taken.status, StatusCode::BAD_REQUEST);
+    assert_eq!(taken.json["code"], "name_taken");
+    assert_eq!(taken.headers["content-type"], "application/problem+json");
+    assert!(store.is_empty(), "a declared error is not stored");
+    // A problem keeps its status through `?`.
+    let nope = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"nope"}"#).await;
+    assert_eq!(nope.status, StatusCode::FORBIDDEN);
+    assert_eq!(nope.json["detail"], "not this name");
+    // A handler cannot answer with the protocol's own 409: clients would take it for the key
+    // being in flight. It is an opaque 500 instead.
+    let conflict =
+        send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"conflict"}"#).await;
+    assert_eq!(conflict.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(conflict.json["code"], "internal_error");
+    assert!(conflict.headers.get("retry-after").is_none());
+    assert!(store.is_empty());
+    // The same key then executes.
+    let ok = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"w"}"#).await;
+    assert_eq!(ok.status, StatusCode::CREATED);
+    assert_eq!(service.creates.load(Ordering::SeqCst), 4);
+    // A read's declared error carries the handler's body.
+    let missing = send(
+        &app,
+        "GET",
+        &format!("/widgets/{}", uuid::Uuid::new_v4()),
+        Some("alice"),
+        None,
+        "",
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json["type"], "https://example.com/not-found");
+}
+
+#[tokio::test]
+async fn deleting_a_widget_tombstones_the_create_that_made_it() {
+    let (_service, app) = app();
+    let body = r#"{"name":"w"}"#;
+    let created = send(&app, "POST", "/widgets", Some("alice"), Some("k"), body).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let location = created.headers["location"].to_str().unwrap().to_owned();
+    // Another owner's delete of the same id tombstones nothing of alice's.
+    let bobs = send(&app, "DELETE", &location, Some("bob"), None, "").await;
+    assert_eq!(bobs.status, StatusCode::NO_CONTENT);
+    let replay = send(&app, "POST", "/widgets", Some("alice"), Some("k"), body).await;
+    assert_eq!(replay.status, StatusCode::CREATED);
+    assert_eq!(replay.headers["idempotent-replayed"], "true");
+    let deleted = send(&app, "DELETE", &location, Some("alice"), None, "").await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let late = send(&app, "POST", "/widgets", Some("alice"), Some("k"), body).await;
+    assert_eq!(late.status, StatusCode::GONE);
+    assert_eq!(late.json["code"], "idempotency_resource_gone");
+    // Writes need authorization; reads are allowed by the trait's default.
+    let refused = send(&app, "DELETE", &location, Some("mallory"), None, "").await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let listed = send(&app, "GET", "/widgets", Some("mallory"), None, "").await;
+    assert_eq!(listed.status, StatusCode::OK);
 }

@@ -8,6 +8,5 @@ mod shapes;
 mod widgets;
 
 fn main() {
-    let _ = widgets::RouterConfig::default();
-    let _ = shapes::RouterConfig::default();
+    println!("{:?} {:?}", widgets::CreateWidget, shapes::CreatePet);
 }

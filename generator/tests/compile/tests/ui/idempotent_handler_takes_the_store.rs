@@ -1,7 +1,7 @@
 //! An idempotent handler gets the transaction, never the store it could write to outside it.
 
 use idemgen_compile_tests::widgets::*;
-use idemgen_runtime::{HandlerError, MemoryStore, Principal, Problem, Store, TxHandle};
+use idemgen_runtime::{HandlerError, HandlerResult, MemoryStore, Principal, Problem, TxHandle};
 
 struct Service;
 
@@ -17,23 +17,15 @@ impl WidgetsApi for Service {
         _: &Principal,
         _: &mut MemoryStore,
         _: CreateWidgetRequest,
-    ) -> Result<CreateWidgetResponse, HandlerError> {
+    ) -> HandlerResult<CreateWidget> {
         Err(HandlerError::msg("unused"))
     }
 
-    async fn authorize_list_widgets(&self, _: &Principal, _: &ListWidgetsRequest) -> Result<(), Problem> {
-        Ok(())
-    }
-
-    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> Result<ListWidgetsResponse, HandlerError> {
+    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> HandlerResult<ListWidgets> {
         Err(HandlerError::msg("unused"))
     }
 
-    async fn authorize_get_widget(&self, _: &Principal, _: &GetWidgetRequest) -> Result<(), Problem> {
-        Ok(())
-    }
-
-    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> Result<GetWidgetResponse, HandlerError> {
+    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> HandlerResult<GetWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -41,7 +33,12 @@ impl WidgetsApi for Service {
         Ok(())
     }
 
-    async fn delete_widget(&self, _: &Principal, _: DeleteWidgetRequest) -> Result<DeleteWidgetResponse, HandlerError> {
+    async fn delete_widget(
+        &self,
+        _: &Principal,
+        _: &mut TxHandle<MemoryStore>,
+        _: DeleteWidgetRequest,
+    ) -> HandlerResult<DeleteWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -52,9 +49,9 @@ impl WidgetsApi for Service {
     async fn publish_widget(
         &self,
         _: &Principal,
-        _: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _: &mut TxHandle<MemoryStore>,
         _: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         Err(HandlerError::msg("unused"))
     }
 }

@@ -1,7 +1,7 @@
 //! An idempotent handler cannot skip the transaction handle (and write elsewhere).
 
 use idemgen_compile_tests::widgets::*;
-use idemgen_runtime::{HandlerError, MemoryStore, Principal, Problem, Store, TxHandle};
+use idemgen_runtime::{HandlerError, HandlerResult, MemoryStore, Principal, Problem, TxHandle};
 
 struct Service;
 
@@ -12,27 +12,15 @@ impl WidgetsApi for Service {
         Ok(())
     }
 
-    async fn create_widget(
-        &self,
-        _: &Principal,
-        _: CreateWidgetRequest,
-    ) -> Result<CreateWidgetResponse, HandlerError> {
+    async fn create_widget(&self, _: &Principal, _: CreateWidgetRequest) -> HandlerResult<CreateWidget> {
         Err(HandlerError::msg("unused"))
     }
 
-    async fn authorize_list_widgets(&self, _: &Principal, _: &ListWidgetsRequest) -> Result<(), Problem> {
-        Ok(())
-    }
-
-    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> Result<ListWidgetsResponse, HandlerError> {
+    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> HandlerResult<ListWidgets> {
         Err(HandlerError::msg("unused"))
     }
 
-    async fn authorize_get_widget(&self, _: &Principal, _: &GetWidgetRequest) -> Result<(), Problem> {
-        Ok(())
-    }
-
-    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> Result<GetWidgetResponse, HandlerError> {
+    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> HandlerResult<GetWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -40,7 +28,12 @@ impl WidgetsApi for Service {
         Ok(())
     }
 
-    async fn delete_widget(&self, _: &Principal, _: DeleteWidgetRequest) -> Result<DeleteWidgetResponse, HandlerError> {
+    async fn delete_widget(
+        &self,
+        _: &Principal,
+        _: &mut TxHandle<MemoryStore>,
+        _: DeleteWidgetRequest,
+    ) -> HandlerResult<DeleteWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -51,9 +44,9 @@ impl WidgetsApi for Service {
     async fn publish_widget(
         &self,
         _: &Principal,
-        _: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _: &mut TxHandle<MemoryStore>,
         _: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         Err(HandlerError::msg("unused"))
     }
 }

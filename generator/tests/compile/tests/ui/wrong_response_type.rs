@@ -1,7 +1,7 @@
 //! A handler cannot answer with another operation's response type.
 
 use idemgen_compile_tests::widgets::*;
-use idemgen_runtime::{HandlerError, MemoryStore, Principal, Problem, Store, TxHandle};
+use idemgen_runtime::{HandlerError, HandlerResult, MemoryStore, Principal, Problem, TxHandle};
 
 struct Service;
 
@@ -15,31 +15,17 @@ impl WidgetsApi for Service {
     async fn create_widget(
         &self,
         _: &Principal,
-        _: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _: &mut TxHandle<MemoryStore>,
         _: CreateWidgetRequest,
-    ) -> Result<GetWidgetResponse, HandlerError> {
-        Ok(GetWidgetResponse::Status404(types::Problem {
-            r#type: "t".into(),
-            title: "t".into(),
-            status: 404,
-            code: None,
-            detail: None,
-        }))
-    }
-
-    async fn authorize_list_widgets(&self, _: &Principal, _: &ListWidgetsRequest) -> Result<(), Problem> {
-        Ok(())
-    }
-
-    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> Result<ListWidgetsResponse, HandlerError> {
+    ) -> HandlerResult<GetWidget> {
         Err(HandlerError::msg("unused"))
     }
 
-    async fn authorize_get_widget(&self, _: &Principal, _: &GetWidgetRequest) -> Result<(), Problem> {
-        Ok(())
+    async fn list_widgets(&self, _: &Principal, _: ListWidgetsRequest) -> HandlerResult<ListWidgets> {
+        Err(HandlerError::msg("unused"))
     }
 
-    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> Result<GetWidgetResponse, HandlerError> {
+    async fn get_widget(&self, _: &Principal, _: GetWidgetRequest) -> HandlerResult<GetWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -47,7 +33,12 @@ impl WidgetsApi for Service {
         Ok(())
     }
 
-    async fn delete_widget(&self, _: &Principal, _: DeleteWidgetRequest) -> Result<DeleteWidgetResponse, HandlerError> {
+    async fn delete_widget(
+        &self,
+        _: &Principal,
+        _: &mut TxHandle<MemoryStore>,
+        _: DeleteWidgetRequest,
+    ) -> HandlerResult<DeleteWidget> {
         Err(HandlerError::msg("unused"))
     }
 
@@ -58,9 +49,9 @@ impl WidgetsApi for Service {
     async fn publish_widget(
         &self,
         _: &Principal,
-        _: &mut TxHandle<<Self::Store as Store>::Tx>,
+        _: &mut TxHandle<MemoryStore>,
         _: PublishWidgetRequest,
-    ) -> Result<PublishWidgetResponse, HandlerError> {
+    ) -> HandlerResult<PublishWidget> {
         Err(HandlerError::msg("unused"))
     }
 }

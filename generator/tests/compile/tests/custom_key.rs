@@ -1,0 +1,152 @@
+//! A custom key header (`header = "X-Pet-Key"` in the shapes fixture's idemgen.toml) with the
+//! spec's own `maxLength: 40`: the generated router reads the key from that header only, enforces
+//! its length, and names it in every key problem; `uploadPhoto` declares it optional (with the
+//! rule switched off) and the server requires it anyway.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::Body;
+use http::{HeaderMap, Request, StatusCode};
+use idemgen_compile_tests::shapes::*;
+use idemgen_runtime::{
+    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, Idempotent, KeyHeader,
+    MemoryStore, Principal, Problem, Server, TxHandle,
+};
+use tower::ServiceExt;
+
+#[derive(Default)]
+struct Pets {
+    uploads: AtomicUsize,
+}
+
+impl ShapesApi for Pets {
+    type Store = MemoryStore;
+
+    async fn authorize_create_pet(&self, _: &Principal, _: &CreatePetRequest) -> Result<(), Problem> {
+        Ok(())
+    }
+
+    async fn create_pet(
+        &self,
+        _: &Principal,
+        _: &mut TxHandle<MemoryStore>,
+        _: CreatePetRequest,
+    ) -> HandlerResult<CreatePet> {
+        Err(HandlerError::msg("not used here"))
+    }
+
+    async fn authorize_upload_photo(
+        &self,
+        _: &Principal,
+        _: &UploadPhotoRequest,
+    ) -> Result<(), Problem> {
+        Ok(())
+    }
+
+    async fn upload_photo(
+        &self,
+        _: &Principal,
+        _: &mut TxHandle<MemoryStore>,
+        request: UploadPhotoRequest,
+    ) -> HandlerResult<UploadPhoto> {
+        self.uploads.fetch_add(1, Ordering::SeqCst);
+        Ok(UploadPhotoResponse::Status200(format!(
+            "{} bytes for pet {}",
+            request.body.len(),
+            request.pet_id
+        )))
+    }
+
+    async fn authorize_record_readings(
+        &self,
+        _: &Principal,
+        _: &RecordReadingsRequest,
+    ) -> Result<(), Problem> {
+        Ok(())
+    }
+
+    async fn record_readings(
+        &self,
+        _: &Principal,
+        _: RecordReadingsRequest,
+    ) -> HandlerResult<RecordReadings> {
+        Ok(RecordReadingsResponse::Status204)
+    }
+
+    async fn get_tree(&self, _: &Principal, _: GetTreeRequest) -> HandlerResult<GetTree> {
+        Err(HandlerError::msg("not used here"))
+    }
+}
+
+struct Anyone;
+
+impl Authenticator for Anyone {
+    async fn authenticate(&self, _: &HeaderMap) -> Result<Principal, Problem> {
+        Ok(Principal::new("alice"))
+    }
+}
+
+async fn upload(app: &axum::Router, headers: &[(&str, &str)]) -> (StatusCode, serde_json::Value) {
+    let mut request = Request::builder().method("PUT").uri("/pets/7/photo");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from("\u{1}\u{2}\u{3}")).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+#[test]
+fn the_generated_operations_carry_the_spec_key() {
+    assert_eq!(
+        <UploadPhoto as Idempotent>::KEY,
+        KeyHeader::new("X-Pet-Key", 40)
+    );
+    assert_eq!(<CreatePet as Idempotent>::KEY.max_len, 40);
+}
+
+#[tokio::test]
+async fn the_custom_header_is_read_bounded_and_named() {
+    let pets = Arc::new(Pets::default());
+    let app = router(Server::new(
+        Arc::clone(&pets),
+        Anyone,
+        Executor::new(MemoryStore::new(), ExecutorConfig::default()),
+    ));
+    // Optional in the spec, required by the server; the default header is not this one.
+    for headers in [&[][..], &[("idempotency-key", "k1")][..]] {
+        let (status, json) = upload(&app, headers).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(json["code"], "idempotency_key_missing");
+        assert_eq!(
+            json["detail"],
+            "the X-Pet-Key header is required for this operation"
+        );
+        assert!(!json.to_string().contains("Idempotency-Key"), "{json}");
+    }
+    let long = "k".repeat(41);
+    let (status, json) = upload(&app, &[("x-pet-key", &long)]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(json["code"], "idempotency_key_invalid");
+    assert_eq!(
+        json["detail"],
+        "the X-Pet-Key header is longer than 40 characters"
+    );
+    assert_eq!(pets.uploads.load(Ordering::SeqCst), 0);
+    let key = "k".repeat(40);
+    let (first, _) = upload(&app, &[("x-pet-key", &key)]).await;
+    let (again, _) = upload(&app, &[("x-pet-key", &key)]).await;
+    assert_eq!((first, again), (StatusCode::OK, StatusCode::OK));
+    assert_eq!(pets.uploads.load(Ordering::SeqCst), 1, "the retry replayed");
+}

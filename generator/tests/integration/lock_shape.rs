@@ -1,0 +1,377 @@
+//! The lock and the emitter read one IR value (`OperationIr::idempotency`): for every kind of
+//! field (path, query, body property, nested, `$ref`'d), the lock's input shape changes exactly
+//! when the emitted semantic input changes.
+//!
+//! "The emitted semantic input" is what serialises into the fingerprint: the generated semantic
+//! input structs and every type they reach, as emitted, reduced to what serde's `Serialize` reads
+//! (items and fields with their `serde` attributes, minus the deserialise-only `default` and
+//! `deny_unknown_fields`; docs, derives, impls and `Box` dropped; aliases inlined; fields and
+//! variants in name order, since JCS sorts members; type names replaced by the order in which the
+//! input reaches them, since a renamed component serialises the same).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+use idemgen::emit;
+use idemgen::ir::types::{TypeDef, TypeKind, TypeRef};
+use idemgen::ir::{Api, BodyKind};
+use idemgen::loader::{MemoryFs, load_with};
+use idemgen::lock::Lock;
+use quote::ToTokens;
+
+const BASE: &str = r#"
+openapi: 3.0.3
+info: { title: Things, version: 1.0.0 }
+paths:
+  /things/{id}:
+    post:
+      operationId: createThing
+      description: Creates a thing.
+      x-idempotent: true
+      parameters:
+        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }
+        - { name: id, in: path, required: true, schema: { type: string } }
+        - { name: mode, in: query, schema: { $ref: '#/components/schemas/Mode' } }
+        - { name: X-Trace, in: header, schema: { type: string } }
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: '#/components/schemas/Thing' }
+      responses:
+        '201': { description: Created. }
+components:
+  schemas:
+    Mode: { type: string, enum: [fast, slow] }
+    Name: { type: string, maxLength: 10 }
+    Thing:
+      type: object
+      description: A thing.
+      required: [name, code]
+      properties:
+        code: { type: string }
+        name: { $ref: '#/components/schemas/Name' }
+        tags: { type: array, items: { type: string } }
+        spec: { $ref: '#/components/schemas/Spec' }
+    Spec:
+      type: object
+      properties:
+        size: { type: integer }
+        unit: { type: string, enum: [cm, in] }
+"#;
+
+/// (what, replacements applied to BASE, whether what is fingerprinted changes)
+const CASES: &[(&str, &[(&str, &str)], bool)] = &[
+    (
+        "path parameter type",
+        &[("name: id, in: path, required: true, schema: { type: string }", "name: id, in: path, required: true, schema: { type: integer }")],
+        true,
+    ),
+    (
+        "path parameter renamed",
+        &[("/things/{id}", "/things/{thingId}"), ("name: id, in: path", "name: thingId, in: path")],
+        true,
+    ),
+    (
+        "query parameter added",
+        &[("        - { name: X-Trace", "        - { name: limit, in: query, schema: { type: integer } }\n        - { name: X-Trace")],
+        true,
+    ),
+    (
+        "query parameter made required",
+        &[("name: mode, in: query,", "name: mode, in: query, required: true,")],
+        true,
+    ),
+    (
+        "$ref'd query parameter gains a value",
+        &[("enum: [fast, slow]", "enum: [fast, slow, idle]")],
+        true,
+    ),
+    (
+        "body property added",
+        &[("        tags: { type: array", "        colour: { type: string }\n        tags: { type: array")],
+        true,
+    ),
+    (
+        "body property renamed",
+        &[("        tags: { type: array", "        labels: { type: array")],
+        true,
+    ),
+    (
+        "body property made required",
+        &[("required: [name, code]", "required: [name, code, tags]")],
+        true,
+    ),
+    (
+        "required body property made nullable",
+        &[("code: { type: string }", "code: { type: string, nullable: true }")],
+        true,
+    ),
+    // Absent and null serialise alike for an optional property (both skipped).
+    (
+        "optional body property made nullable",
+        &[("tags: { type: array, items: { type: string } }", "tags: { type: array, nullable: true, items: { type: string } }")],
+        false,
+    ),
+    (
+        "nested $ref'd property changes type",
+        &[("size: { type: integer }", "size: { type: number }")],
+        true,
+    ),
+    (
+        "nested enum gains a value",
+        &[("enum: [cm, in]", "enum: [cm, in, mm]")],
+        true,
+    ),
+    (
+        "aliased property changes type",
+        &[("Name: { type: string, maxLength: 10 }", "Name: { type: integer }")],
+        true,
+    ),
+    ("component renamed", &[("Spec", "Dimensions")], false),
+    (
+        "alias inlined",
+        &[("name: { $ref: '#/components/schemas/Name' }", "name: { type: string, maxLength: 10 }")],
+        false,
+    ),
+    (
+        "description changed",
+        &[("description: A thing.", "description: A thing with a name.")],
+        false,
+    ),
+    ("validation bound changed", &[("maxLength: 10", "maxLength: 20")], false),
+    (
+        "properties reordered",
+        &[
+            ("        name: { $ref: '#/components/schemas/Name' }\n        tags: { type: array, items: { type: string } }", "        tags: { type: array, items: { type: string } }\n        name: { $ref: '#/components/schemas/Name' }"),
+        ],
+        false,
+    ),
+    (
+        "additionalProperties: false added",
+        &[("      type: object\n      description: A thing.", "      type: object\n      additionalProperties: false\n      description: A thing.")],
+        false,
+    ),
+    (
+        "header parameter changes type",
+        &[("name: X-Trace, in: header, schema: { type: string }", "name: X-Trace, in: header, schema: { type: integer }")],
+        false,
+    ),
+    (
+        "response changes",
+        &[("'201': { description: Created. }", "'200': { description: Done. }")],
+        false,
+    ),
+];
+
+fn api(text: &str) -> Api {
+    let mut fs = MemoryFs::new();
+    fs.insert("/spec/openapi.yaml", text);
+    let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).expect("the case loads");
+    Api::from_spec(&spec, "Idempotency-Key")
+}
+
+fn lock_shape(api: &Api) -> String {
+    Lock::from_api(api).operations["createThing"]
+        .input_shape
+        .clone()
+}
+
+/// The emitted semantic input of `createThing`, reduced to what serialises (module docs).
+fn emitted_input(api: &Api) -> String {
+    let op = api
+        .operations
+        .iter()
+        .find(|o| o.id == "createThing")
+        .expect("createThing");
+    let idempotency = op.idempotency.as_ref().expect("idempotent");
+    let defs: HashMap<&str, &TypeDef> = api.types.iter().map(|d| (d.name.as_str(), d)).collect();
+    let mut tokens = emit::operations::semantic_input(op, idempotency);
+    let mut roots: Vec<&TypeRef> = idempotency
+        .input
+        .path
+        .iter()
+        .chain(&idempotency.input.query)
+        .map(|p| &p.ty)
+        .collect();
+    if let Some(BodyKind::Json(ty)) = idempotency.input.body.as_ref().map(|b| &b.kind) {
+        roots.push(ty);
+    }
+    let mut seen = Vec::new();
+    let mut queue: VecDeque<&TypeRef> = roots.into();
+    while let Some(ty) = queue.pop_front() {
+        match ty {
+            TypeRef::Vec(t) | TypeRef::Map(t) | TypeRef::Option(t) | TypeRef::Boxed(t) => {
+                queue.push_back(t)
+            }
+            TypeRef::Named(name) if !seen.contains(name) => {
+                seen.push(name.clone());
+                let def = defs[name.as_str()];
+                tokens.extend(emit::types::type_def(def));
+                match &def.kind {
+                    TypeKind::Struct { fields, extra, .. } => {
+                        queue.extend(fields.iter().map(|f| &f.ty));
+                        queue.extend(extra);
+                    }
+                    TypeKind::Union { variants, .. } => queue.extend(variants.iter().map(|v| &v.ty)),
+                    TypeKind::Alias(t) => queue.push_back(t),
+                    TypeKind::StringEnum { .. } => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    normalise(tokens.to_string(), &op.name, &seen)
+}
+
+fn normalise(source: String, op: &str, types: &[String]) -> String {
+    let file: syn::File = syn::parse_str(&source).expect("emitted tokens parse");
+    let serde_only = |attrs: &mut Vec<syn::Attribute>| {
+        let kept: Vec<syn::Attribute> = attrs
+            .iter()
+            .filter(|a| a.path().is_ident("serde"))
+            .map(|a| {
+                a.to_token_stream()
+                    .to_string()
+                    .replace("deny_unknown_fields", "")
+                    .replace("default ,", "")
+                    .replace("default", "")
+            })
+            .filter(|text| text.replace(' ', "") != "#[serde()]")
+            .map(|text| syn::parse_quote!(#[doc = #text]))
+            .collect();
+        *attrs = kept;
+    };
+    let mut items: BTreeMap<String, String> = BTreeMap::new();
+    let mut aliases: Vec<(String, String)> = Vec::new();
+    for item in file.items {
+        match item {
+            syn::Item::Struct(mut s) => {
+                serde_only(&mut s.attrs);
+                s.generics = syn::Generics::default();
+                let mut fields: Vec<String> = s
+                    .fields
+                    .iter_mut()
+                    .map(|f| {
+                        serde_only(&mut f.attrs);
+                        f.vis = syn::Visibility::Inherited;
+                        f.to_token_stream().to_string()
+                    })
+                    .collect();
+                fields.sort();
+                let attrs: Vec<String> =
+                    s.attrs.iter().map(|a| a.to_token_stream().to_string()).collect();
+                items.insert(
+                    s.ident.to_string(),
+                    format!("{} struct {{ {} }}", attrs.join(" "), fields.join(" , ")),
+                );
+            }
+            syn::Item::Enum(mut e) => {
+                serde_only(&mut e.attrs);
+                let untagged = e
+                    .attrs
+                    .iter()
+                    .any(|a| a.to_token_stream().to_string().contains("untagged"));
+                let mut variants: Vec<String> = e
+                    .variants
+                    .iter_mut()
+                    .map(|v| {
+                        serde_only(&mut v.attrs);
+                        if untagged {
+                            // The variant's name is not sent; only its content is.
+                            v.ident = syn::Ident::new("V", v.ident.span());
+                        }
+                        v.to_token_stream().to_string()
+                    })
+                    .collect();
+                variants.sort();
+                let attrs: Vec<String> =
+                    e.attrs.iter().map(|a| a.to_token_stream().to_string()).collect();
+                items.insert(
+                    e.ident.to_string(),
+                    format!("{} enum {{ {} }}", attrs.join(" "), variants.join(" , ")),
+                );
+            }
+            syn::Item::Type(t) => aliases.push((t.ident.to_string(), t.ty.to_token_stream().to_string())),
+            _ => {}
+        }
+    }
+    // Token text with `types ::` and `Box` wrappers gone, aliases inlined.
+    let clean = |text: &str, aliases: &[(String, String)]| {
+        let mut words: Vec<String> = text
+            .replace("types :: ", "")
+            .replace(":: std :: boxed :: Box <", "<")
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        for _ in 0..8 {
+            words = words
+                .into_iter()
+                .flat_map(|w| match aliases.iter().find(|(n, _)| *n == w) {
+                    Some((_, target)) => target.replace("types :: ", "").split(' ').map(str::to_owned).collect(),
+                    None => vec![w],
+                })
+                .collect();
+        }
+        words
+    };
+    // Walk from the input's own structs, numbering the reachable types in order of appearance.
+    let roots: Vec<String> = ["SemanticInput", "PathInput", "QueryInput"]
+        .iter()
+        .map(|s| format!("{op}{s}"))
+        .filter(|n| items.contains_key(n))
+        .collect();
+    let mut numbers: HashMap<String, String> = roots
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), format!("Input{i}")))
+        .collect();
+    let mut order: VecDeque<String> = roots.into();
+    let mut out = Vec::new();
+    while let Some(name) = order.pop_front() {
+        let words = clean(&items[&name], &aliases);
+        for w in &words {
+            if types.contains(w) && items.contains_key(w) && !numbers.contains_key(w) {
+                numbers.insert(w.clone(), format!("T{}", numbers.len()));
+                order.push_back(w.clone());
+            }
+        }
+        let renamed: Vec<String> = words
+            .into_iter()
+            .map(|w| numbers.get(&w).cloned().unwrap_or(w))
+            .collect();
+        out.push(format!("{} = {}", numbers[&name], renamed.join(" ")));
+    }
+    out.join("\n")
+}
+
+#[test]
+fn the_lock_changes_exactly_when_the_emitted_semantic_input_changes() {
+    let base = api(BASE);
+    let (base_lock, base_input) = (lock_shape(&base), emitted_input(&base));
+    assert!(base_input.contains("struct"), "{base_input}");
+    for (what, edits, changes) in CASES {
+        let mut text = BASE.to_string();
+        for (from, to) in edits.iter() {
+            if from.is_empty() {
+                continue;
+            }
+            assert!(text.contains(from), "{what}: `{from}` not in the base spec");
+            text = text.replace(from, to);
+        }
+        let case = api(&text);
+        let (lock, input) = (lock_shape(&case), emitted_input(&case));
+        assert_eq!(
+            input != base_input,
+            *changes,
+            "{what}: the emitted semantic input {} \n--- base\n{base_input}\n--- case\n{input}",
+            if *changes { "did not change" } else { "changed" },
+        );
+        assert_eq!(
+            lock != base_lock,
+            *changes,
+            "{what}: the lock {}",
+            if *changes { "did not change" } else { "changed" },
+        );
+    }
+}
