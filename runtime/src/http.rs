@@ -2,7 +2,7 @@
 //! header), the replay marker, and a response rebuilt from a stored result.
 
 use axum::extract::FromRequestParts;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use idemgen_protocol::{IdempotencyKey, KeyError, KeyHeader};

@@ -273,3 +273,26 @@ fn check_mode_reports_drift_both_ways() {
     assert_eq!(build::drift(&changed.files), [Drift::Differs(module)]);
     let _ = lock;
 }
+
+#[test]
+fn a_format_1_lock_is_read_for_its_versions_and_rewritten() {
+    let (_dir, spec, out) = scratch();
+    let lock = spec.with_file_name("idemgen.lock");
+    // Format 1 hashed schema nodes: its shapes cannot be compared with format 2's, so only a
+    // lowered version is a finding.
+    let v1 = |version: u32| {
+        format!(
+            "version = 1\n\n[operations.publishWidget]\nfingerprint-version = {version}\ninput-shape = \"sha256:0000\"\n"
+        )
+    };
+    std::fs::write(&lock, v1(2)).unwrap();
+    assert_eq!(shape_findings(&spec), Vec::<String>::new());
+    std::fs::write(&lock, v1(3)).unwrap();
+    let findings = shape_findings(&spec);
+    assert!(findings[0].contains("went down from 3"), "{findings:?}");
+    std::fs::write(&lock, v1(2)).unwrap();
+    build::write(&build::plan(&spec, &out, &Config::default()).unwrap().files).unwrap();
+    let rewritten = std::fs::read_to_string(&lock).unwrap();
+    assert!(rewritten.contains("version = 2\n"), "{rewritten}");
+    assert!(!rewritten.contains("sha256:0000"), "{rewritten}");
+}

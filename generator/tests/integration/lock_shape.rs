@@ -60,26 +60,41 @@ components:
         unit: { type: string, enum: [cm, in] }
 "#;
 
+/// Text replacements applied to the base spec.
+type Edits = &'static [(&'static str, &'static str)];
+
 /// (what, replacements applied to BASE, whether what is fingerprinted changes)
-const CASES: &[(&str, &[(&str, &str)], bool)] = &[
+const CASES: &[(&str, Edits, bool)] = &[
     (
         "path parameter type",
-        &[("name: id, in: path, required: true, schema: { type: string }", "name: id, in: path, required: true, schema: { type: integer }")],
+        &[(
+            "name: id, in: path, required: true, schema: { type: string }",
+            "name: id, in: path, required: true, schema: { type: integer }",
+        )],
         true,
     ),
     (
         "path parameter renamed",
-        &[("/things/{id}", "/things/{thingId}"), ("name: id, in: path", "name: thingId, in: path")],
+        &[
+            ("/things/{id}", "/things/{thingId}"),
+            ("name: id, in: path", "name: thingId, in: path"),
+        ],
         true,
     ),
     (
         "query parameter added",
-        &[("        - { name: X-Trace", "        - { name: limit, in: query, schema: { type: integer } }\n        - { name: X-Trace")],
+        &[(
+            "        - { name: X-Trace",
+            "        - { name: limit, in: query, schema: { type: integer } }\n        - { name: X-Trace",
+        )],
         true,
     ),
     (
         "query parameter made required",
-        &[("name: mode, in: query,", "name: mode, in: query, required: true,")],
+        &[(
+            "name: mode, in: query,",
+            "name: mode, in: query, required: true,",
+        )],
         true,
     ),
     (
@@ -89,12 +104,18 @@ const CASES: &[(&str, &[(&str, &str)], bool)] = &[
     ),
     (
         "body property added",
-        &[("        tags: { type: array", "        colour: { type: string }\n        tags: { type: array")],
+        &[(
+            "        tags: { type: array",
+            "        colour: { type: string }\n        tags: { type: array",
+        )],
         true,
     ),
     (
         "body property renamed",
-        &[("        tags: { type: array", "        labels: { type: array")],
+        &[(
+            "        tags: { type: array",
+            "        labels: { type: array",
+        )],
         true,
     ),
     (
@@ -104,13 +125,19 @@ const CASES: &[(&str, &[(&str, &str)], bool)] = &[
     ),
     (
         "required body property made nullable",
-        &[("code: { type: string }", "code: { type: string, nullable: true }")],
+        &[(
+            "code: { type: string }",
+            "code: { type: string, nullable: true }",
+        )],
         true,
     ),
     // Absent and null serialise alike for an optional property (both skipped).
     (
         "optional body property made nullable",
-        &[("tags: { type: array, items: { type: string } }", "tags: { type: array, nullable: true, items: { type: string } }")],
+        &[(
+            "tags: { type: array, items: { type: string } }",
+            "tags: { type: array, nullable: true, items: { type: string } }",
+        )],
         false,
     ),
     (
@@ -125,13 +152,19 @@ const CASES: &[(&str, &[(&str, &str)], bool)] = &[
     ),
     (
         "aliased property changes type",
-        &[("Name: { type: string, maxLength: 10 }", "Name: { type: integer }")],
+        &[(
+            "Name: { type: string, maxLength: 10 }",
+            "Name: { type: integer }",
+        )],
         true,
     ),
     ("component renamed", &[("Spec", "Dimensions")], false),
     (
         "alias inlined",
-        &[("name: { $ref: '#/components/schemas/Name' }", "name: { type: string, maxLength: 10 }")],
+        &[(
+            "name: { $ref: '#/components/schemas/Name' }",
+            "name: { type: string, maxLength: 10 }",
+        )],
         false,
     ),
     (
@@ -139,27 +172,41 @@ const CASES: &[(&str, &[(&str, &str)], bool)] = &[
         &[("description: A thing.", "description: A thing with a name.")],
         false,
     ),
-    ("validation bound changed", &[("maxLength: 10", "maxLength: 20")], false),
+    (
+        "validation bound changed",
+        &[("maxLength: 10", "maxLength: 20")],
+        false,
+    ),
     (
         "properties reordered",
-        &[
-            ("        name: { $ref: '#/components/schemas/Name' }\n        tags: { type: array, items: { type: string } }", "        tags: { type: array, items: { type: string } }\n        name: { $ref: '#/components/schemas/Name' }"),
-        ],
+        &[(
+            "        name: { $ref: '#/components/schemas/Name' }\n        tags: { type: array, items: { type: string } }",
+            "        tags: { type: array, items: { type: string } }\n        name: { $ref: '#/components/schemas/Name' }",
+        )],
         false,
     ),
     (
         "additionalProperties: false added",
-        &[("      type: object\n      description: A thing.", "      type: object\n      additionalProperties: false\n      description: A thing.")],
+        &[(
+            "      type: object\n      description: A thing.",
+            "      type: object\n      additionalProperties: false\n      description: A thing.",
+        )],
         false,
     ),
     (
         "header parameter changes type",
-        &[("name: X-Trace, in: header, schema: { type: string }", "name: X-Trace, in: header, schema: { type: integer }")],
+        &[(
+            "name: X-Trace, in: header, schema: { type: string }",
+            "name: X-Trace, in: header, schema: { type: integer }",
+        )],
         false,
     ),
     (
         "response changes",
-        &[("'201': { description: Created. }", "'200': { description: Done. }")],
+        &[(
+            "'201': { description: Created. }",
+            "'200': { description: Done. }",
+        )],
         false,
     ),
 ];
@@ -213,7 +260,9 @@ fn emitted_input(api: &Api) -> String {
                         queue.extend(fields.iter().map(|f| &f.ty));
                         queue.extend(extra);
                     }
-                    TypeKind::Union { variants, .. } => queue.extend(variants.iter().map(|v| &v.ty)),
+                    TypeKind::Union { variants, .. } => {
+                        queue.extend(variants.iter().map(|v| &v.ty))
+                    }
                     TypeKind::Alias(t) => queue.push_back(t),
                     TypeKind::StringEnum { .. } => {}
                 }
@@ -259,8 +308,11 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
                     })
                     .collect();
                 fields.sort();
-                let attrs: Vec<String> =
-                    s.attrs.iter().map(|a| a.to_token_stream().to_string()).collect();
+                let attrs: Vec<String> = s
+                    .attrs
+                    .iter()
+                    .map(|a| a.to_token_stream().to_string())
+                    .collect();
                 items.insert(
                     s.ident.to_string(),
                     format!("{} struct {{ {} }}", attrs.join(" "), fields.join(" , ")),
@@ -285,14 +337,19 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
                     })
                     .collect();
                 variants.sort();
-                let attrs: Vec<String> =
-                    e.attrs.iter().map(|a| a.to_token_stream().to_string()).collect();
+                let attrs: Vec<String> = e
+                    .attrs
+                    .iter()
+                    .map(|a| a.to_token_stream().to_string())
+                    .collect();
                 items.insert(
                     e.ident.to_string(),
                     format!("{} enum {{ {} }}", attrs.join(" "), variants.join(" , ")),
                 );
             }
-            syn::Item::Type(t) => aliases.push((t.ident.to_string(), t.ty.to_token_stream().to_string())),
+            syn::Item::Type(t) => {
+                aliases.push((t.ident.to_string(), t.ty.to_token_stream().to_string()))
+            }
             _ => {}
         }
     }
@@ -308,7 +365,11 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
             words = words
                 .into_iter()
                 .flat_map(|w| match aliases.iter().find(|(n, _)| *n == w) {
-                    Some((_, target)) => target.replace("types :: ", "").split(' ').map(str::to_owned).collect(),
+                    Some((_, target)) => target
+                        .replace("types :: ", "")
+                        .split(' ')
+                        .map(str::to_owned)
+                        .collect(),
                     None => vec![w],
                 })
                 .collect();
@@ -365,13 +426,21 @@ fn the_lock_changes_exactly_when_the_emitted_semantic_input_changes() {
             input != base_input,
             *changes,
             "{what}: the emitted semantic input {} \n--- base\n{base_input}\n--- case\n{input}",
-            if *changes { "did not change" } else { "changed" },
+            if *changes {
+                "did not change"
+            } else {
+                "changed"
+            },
         );
         assert_eq!(
             lock != base_lock,
             *changes,
             "{what}: the lock {}",
-            if *changes { "did not change" } else { "changed" },
+            if *changes {
+                "did not change"
+            } else {
+                "changed"
+            },
         );
     }
 }
