@@ -28,8 +28,8 @@ pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
 /// How often the retention cleanup runs when a retention is configured.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 
-/// Builds the router for `config` on `pool`, with the migrations applied.
-pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Router> {
+/// Applies the runtime's migrations (the idempotency records) and the example's own.
+pub async fn migrate(pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let mut conn = pool.acquire().await.context("connecting to the database")?;
     idemgen_runtime::migrate(&mut conn)
         .await
@@ -37,7 +37,12 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     idemgen_runtime::migrate::apply(&mut conn, "widgets_schema_migrations", MIGRATIONS)
         .await
         .context("widgets migrations")?;
-    drop(conn);
+    Ok(())
+}
+
+/// Builds the router for `config` on `pool`, with the migrations applied.
+pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Router> {
+    migrate(&pool).await?;
     // Claims get their own small pool, so duplicates get their 409 promptly even while every
     // business connection is busy; their commits skip the WAL flush (protocol.md, "Durability of
     // claims": the business commit's flush makes them durable).

@@ -15,3 +15,6 @@ mod crash;
 
 /// Owners, authorization and limits.
 mod isolation;
+
+/// The handlers alone, on a fresh database from the runtime's `testing` feature.
+mod handlers;

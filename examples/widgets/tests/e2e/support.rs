@@ -2,7 +2,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use idemgen_testdb::TestDb;
+use idemgen_runtime::testing::TestDb;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
