@@ -30,5 +30,6 @@ mod durability;
 /// Random schedules of attempts, takeovers, failures, panics, zombies and orphaned claims.
 mod interleavings;
 
-/// The Promela model of the protocol, checked with spin (and its broken variants caught).
+/// The protocol as a stateright model, checked exhaustively for both strategies and tombstones
+/// (and its broken variants caught).
 mod model;
