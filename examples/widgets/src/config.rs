@@ -12,8 +12,9 @@ pub const DEV_TOKENS: &str = "tok1=alice,tok2=bob,tok3=carol:readonly";
 /// The service's settings.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `DATABASE_URL` (required): the PostgreSQL writer.
-    pub database_url: String,
+    /// `DATABASE_URL`: the PostgreSQL writer. Unset, a throwaway local PostgreSQL is started
+    /// from the server binaries (development only: its data goes when the process exits).
+    pub database_url: Option<String>,
     /// `WIDGETS_LISTEN` (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     /// `WIDGETS_TOKENS`: `token=owner[:readonly],…` (default [`DEV_TOKENS`]).
@@ -45,7 +46,7 @@ impl Config {
 
     /// Reads the configuration through `get` (testable without touching the environment).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
-        let database_url = get("DATABASE_URL").context("DATABASE_URL is required")?;
+        let database_url = get("DATABASE_URL").filter(|u| !u.trim().is_empty());
         let listen = get("WIDGETS_LISTEN")
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
@@ -154,11 +155,14 @@ mod tests {
     }
 
     #[test]
-    fn database_url_is_required() {
-        let err = Config::from_lookup(|_| None).unwrap_err();
-        assert!(err.to_string().contains("DATABASE_URL"));
+    fn database_url_is_optional() {
+        let throwaway = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(throwaway.database_url, None);
+        let blank = Config::from_lookup(|k| (k == "DATABASE_URL").then(|| " ".into())).unwrap();
+        assert_eq!(blank.database_url, None);
         let c =
             Config::from_lookup(|k| (k == "DATABASE_URL").then(|| "postgres://x".into())).unwrap();
+        assert_eq!(c.database_url.as_deref(), Some("postgres://x"));
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.retention, None);
         assert_eq!(c.stale_claim, Duration::from_secs(300));

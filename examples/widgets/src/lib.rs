@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idemgen_runtime::store::PgStore;
+use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
 use idemgen_runtime::{Executor, ExecutorConfig, Server, ServerConfig, Strategy};
 use sqlx::postgres::PgPoolOptions;
 
@@ -83,12 +84,20 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     Ok(api::router(server))
 }
 
-/// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests.
+/// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests. Without
+/// `DATABASE_URL` it starts a throwaway local PostgreSQL first (the harness the tests use).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let (url, _cluster) = match &config.database_url {
+        Some(url) => (url.clone(), None),
+        None => {
+            let (cluster, url) = throwaway_database().await?;
+            (url, Some(cluster))
+        }
+    };
     let pool = PgPoolOptions::new()
         .max_connections(config.pool_size)
         .acquire_timeout(Duration::from_secs(5))
-        .connect(&config.database_url)
+        .connect(&url)
         .await
         .context("connecting to DATABASE_URL")?;
     let router = app(&config, pool).await?;
@@ -102,6 +111,27 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .context("serving")?;
     tracing::info!("drained; bye");
     Ok(())
+}
+
+/// A PostgreSQL cluster of this process's own, from the local server binaries, with a fresh
+/// database; stopped and removed when the process exits.
+async fn throwaway_database() -> anyhow::Result<(Cluster, String)> {
+    let options = ClusterOptions {
+        fsync: true,
+        ..ClusterOptions::default()
+    };
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&options))
+        .await?
+        .context("no DATABASE_URL, and no throwaway PostgreSQL could be started")?;
+    let db = TestDb::on_cluster(&cluster)
+        .await
+        .context("creating the throwaway database")?;
+    tracing::warn!(
+        url = %db.url,
+        "DATABASE_URL is unset: serving on a throwaway PostgreSQL; its data is deleted on exit"
+    );
+    println!("DATABASE_URL={}", db.url);
+    Ok((cluster, db.url))
 }
 
 async fn shutdown_signal() {
