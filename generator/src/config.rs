@@ -61,10 +61,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            header: "Idempotency-Key".to_string(),
-            max_key_length: 255,
-            required_statuses: vec![400, 401, 403, 422, 500, 503, 504],
-            recommended_statuses: vec![409, 410],
+            header: idemgen_protocol::key::DEFAULT_KEY_HEADER.to_string(),
+            max_key_length: idemgen_protocol::MAX_KEY_LEN as u64,
+            required_statuses: idemgen_protocol::status::REQUIRED_STATUSES.to_vec(),
+            recommended_statuses: idemgen_protocol::status::RECOMMENDED_STATUSES.to_vec(),
             levels: BTreeMap::new(),
         }
     }

@@ -6,6 +6,7 @@
 //! later stage (code generation) can walk the same document without loading it again.
 
 pub mod build;
+pub mod builder;
 pub mod config;
 pub mod emit;
 pub mod ir;
@@ -18,6 +19,7 @@ pub mod spec;
 
 use std::path::Path;
 
+pub use builder::Builder;
 pub use config::{Config, Level};
 pub use loader::{LoadError, LoadedSpec};
 pub use rules::{Finding, RuleId};
@@ -62,8 +64,9 @@ impl CheckReport {
 /// `idemgen.lock` when one lies beside the spec.
 pub fn check(spec_path: &Path, config: &Config) -> Result<CheckReport, LoadError> {
     let mut report = check_loaded(loader::load(spec_path)?, config);
-    let lock_findings = lock::check_beside(spec_path, &report.spec, config);
+    let mut lock_findings = lock::check_beside(spec_path, &report.spec, config);
     if !lock_findings.is_empty() {
+        rules::snippet::adapt(&report.spec, &mut lock_findings);
         report.findings.extend(lock_findings);
         sort_findings(&report.spec, &mut report.findings);
     }
@@ -74,6 +77,7 @@ pub fn check(spec_path: &Path, config: &Config) -> Result<CheckReport, LoadError
 pub fn check_loaded(spec: LoadedSpec, config: &Config) -> CheckReport {
     let outcome = rules::run(&spec, config);
     let mut findings = outcome.findings;
+    rules::snippet::adapt(&spec, &mut findings);
     sort_findings(&spec, &mut findings);
     CheckReport {
         spec,

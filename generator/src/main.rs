@@ -19,13 +19,28 @@ struct Cli {
     command: Command,
 }
 
+/// Printed after `check --help`.
+const CHECK_AFTER_HELP: &str = "\
+Rules, their ids and default levels, and the config keys: `idemgen rules`.
+
+Config: idemgen.toml beside the spec (or --config): header, max-key-length, required-statuses,
+recommended-statuses, and [rules] <rule-id> = \"error\" | \"warning\" | \"off\".
+
+Exit codes: 0 no errors (warnings allowed unless --deny-warnings); 1 a rule failed; 2 usage, I/O,
+config or parse errors.";
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Checks every operation marked `x-idempotent: true` against the idempotency contract.
+    #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
+    /// Lists every rule of `check` (id, default level, what it requires), the config keys and
+    /// the exit codes.
+    Rules,
     /// Generates the server module (types, handler trait, router) and `idemgen.lock`.
     Build(BuildArgs),
-    /// Writes a skeleton implementation of the handler trait for you to fill in.
+    /// Writes a skeleton implementation of the handler trait for you to fill in (and, with
+    /// `--main`, the service's `main.rs`). Never overwrites a file without `--force`.
     Scaffold(ScaffoldArgs),
     /// Prints the `hs1` fingerprint of a semantic input, exactly as the runtime computes it.
     Fingerprint(FingerprintArgs),
@@ -57,6 +72,11 @@ struct ScaffoldArgs {
     /// How the generated module is reached from the skeleton.
     #[arg(long, value_name = "PATH", default_value = "crate::api")]
     module: String,
+    /// Also write a `main.rs` serving the router on PostgreSQL (pool, migrations, executor, a
+    /// development authenticator to replace, graceful shutdown), declaring the generated module
+    /// (the last segment of `--module`) and the skeleton's module (the stem of `--out`).
+    #[arg(long, value_name = "FILE")]
+    main: Option<PathBuf>,
     /// The config file [default: idemgen.toml beside the spec, if present].
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
@@ -123,10 +143,50 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => run_check(&args),
+        Command::Rules => run_rules(),
         Command::Build(args) => run_build(&args),
         Command::Scaffold(args) => run_scaffold(&args),
         Command::Fingerprint(args) => run_fingerprint(&args),
     }
+}
+
+fn run_rules() -> ExitCode {
+    let mut stdout = anstream::stdout();
+    let width = idemgen::RuleId::ALL
+        .iter()
+        .map(|r| r.as_str().len())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(stdout, "{:width$}  {:7}  requires", "rule", "default");
+    for rule in idemgen::RuleId::ALL {
+        let _ = writeln!(
+            stdout,
+            "{:width$}  {:7}  {}",
+            rule.as_str(),
+            rule.default_level().as_str(),
+            rule.summary()
+        );
+    }
+    let defaults = Config::default();
+    let list = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+    let _ = writeln!(
+        stdout,
+        "\nidemgen.toml (beside the spec, or --config), every key optional:\n\
+         header = \"{}\"\n\
+         max-key-length = {}\n\
+         required-statuses = [{}]\n\
+         recommended-statuses = [{}]\n\
+         [rules]\n\
+         <rule> = \"error\" | \"warning\" | \"off\"\n\n\
+         Exit codes of check and build: 0 no errors (warnings allowed unless --deny-warnings); \
+         1 a rule failed, or build --check found drift; 2 usage, I/O, config or parse errors.\n\
+         More: generator/docs/rules.md",
+        defaults.header,
+        defaults.max_key_length,
+        list(&defaults.required_statuses),
+        list(&defaults.recommended_statuses),
+    );
+    ExitCode::SUCCESS
 }
 
 fn run_build(args: &BuildArgs) -> ExitCode {
@@ -185,12 +245,19 @@ fn run_build(args: &BuildArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_FAILED);
     }
-    if let Err(e) = build::write(&plan.files) {
-        let _ = writeln!(stderr, "error: writing the generated files: {e}");
-        return ExitCode::from(EXIT_UNUSABLE);
-    }
-    for file in &plan.files {
-        let _ = writeln!(stdout, "wrote {}", file.path.display());
+    let written = match build::write(&plan.files) {
+        Ok(written) => written,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: writing the generated files: {e}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    for (file, written) in plan.files.iter().zip(written) {
+        let what = match written {
+            build::Written::Wrote => "wrote",
+            build::Written::Unchanged => "unchanged",
+        };
+        let _ = writeln!(stdout, "{what} {}", file.path.display());
     }
     ExitCode::SUCCESS
 }
@@ -198,13 +265,15 @@ fn run_build(args: &BuildArgs) -> ExitCode {
 fn run_scaffold(args: &ScaffoldArgs) -> ExitCode {
     let mut stdout = anstream::stdout();
     let mut stderr = anstream::stderr();
-    if args.out.exists() && !args.force {
-        let _ = writeln!(
-            stderr,
-            "error: {} exists; pass --force to overwrite it",
-            args.out.display()
-        );
-        return ExitCode::from(EXIT_UNUSABLE);
+    for path in std::iter::once(&args.out).chain(&args.main) {
+        if path.exists() && !args.force {
+            let _ = writeln!(
+                stderr,
+                "error: {} exists; pass --force to overwrite it",
+                path.display()
+            );
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
     }
     let config = match Config::discover(&args.spec, args.config.as_deref()) {
         Ok(c) => c,
@@ -221,18 +290,41 @@ fn run_scaffold(args: &ScaffoldArgs) -> ExitCode {
         }
     };
     let api = idemgen::ir::Api::from_spec(&spec, &config.header);
-    let text = match idemgen::scaffold::render(&api, &args.module) {
-        Ok(text) => text,
+    let mut files = Vec::new();
+    match idemgen::scaffold::render(&api, &args.module) {
+        Ok(text) => files.push((&args.out, text)),
         Err(e) => {
             let _ = writeln!(stderr, "error: {e}");
             return ExitCode::from(EXIT_UNUSABLE);
         }
-    };
-    if let Err(e) = std::fs::write(&args.out, text) {
-        let _ = writeln!(stderr, "error: writing {}: {e}", args.out.display());
-        return ExitCode::from(EXIT_UNUSABLE);
     }
-    let _ = writeln!(stdout, "wrote {}", args.out.display());
+    if let Some(main) = &args.main {
+        let api_module = args.module.rsplit("::").next().unwrap_or("api");
+        let service_module = args
+            .out
+            .file_stem()
+            .map_or_else(|| "service".into(), |s| s.to_string_lossy());
+        match idemgen::scaffold::render_main(&api, api_module, &service_module) {
+            Ok(text) => files.push((main, text)),
+            Err(e) => {
+                let _ = writeln!(stderr, "error: {e}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        }
+    }
+    for (path, text) in files {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            let _ = writeln!(stderr, "error: creating {}: {e}", dir.display());
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+        if let Err(e) = std::fs::write(path, text) {
+            let _ = writeln!(stderr, "error: writing {}: {e}", path.display());
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+        let _ = writeln!(stdout, "wrote {}", path.display());
+    }
     ExitCode::SUCCESS
 }
 

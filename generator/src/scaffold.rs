@@ -50,12 +50,43 @@ fn raw(name: &str) -> String {
     }
 }
 
-/// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
-pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
-    let service = match api.trait_name.strip_suffix("Api") {
+#[derive(Template)]
+#[template(path = "main.rs.askama", escape = "none")]
+struct Main<'a> {
+    title: &'a str,
+    api_module: &'a str,
+    service_module: &'a str,
+    service: String,
+}
+
+/// The name of the service struct the skeleton implements the trait for (`WidgetsService`).
+pub fn service_name(api: &Api) -> String {
+    match api.trait_name.strip_suffix("Api") {
         Some(base) if !base.is_empty() => format!("{base}Service"),
         _ => format!("{}Service", api.trait_name),
-    };
+    }
+}
+
+/// A `main.rs` serving the generated router (module `api_module`) with the skeleton's service
+/// (module `service_module`) on PostgreSQL: pool, runtime migrations, executor, a development
+/// authenticator to replace, graceful shutdown.
+pub fn render_main(
+    api: &Api,
+    api_module: &str,
+    service_module: &str,
+) -> Result<String, askama::Error> {
+    Main {
+        title: &api.title,
+        api_module,
+        service_module,
+        service: service_name(api),
+    }
+    .render()
+}
+
+/// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
+pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
+    let service = service_name(api);
     let operations = api
         .operations
         .iter()

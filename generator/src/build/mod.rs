@@ -76,11 +76,22 @@ pub fn plan(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, B
     Ok(Plan { report, files })
 }
 
+/// What [`write`] did with one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The file was created or its contents replaced.
+    Wrote,
+    /// The file already had these contents; it was left alone (its modification time too).
+    Unchanged,
+}
+
 /// Writes the files, creating directories; files whose contents are already right are left
-/// alone (their modification time too).
-pub fn write(files: &[GeneratedFile]) -> std::io::Result<()> {
+/// alone. Returns what happened to each file, in order.
+pub fn write(files: &[GeneratedFile]) -> std::io::Result<Vec<Written>> {
+    let mut out = Vec::with_capacity(files.len());
     for file in files {
         if std::fs::read_to_string(&file.path).ok().as_deref() == Some(file.contents.as_str()) {
+            out.push(Written::Unchanged);
             continue;
         }
         if let Some(dir) = file.path.parent()
@@ -89,8 +100,9 @@ pub fn write(files: &[GeneratedFile]) -> std::io::Result<()> {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::write(&file.path, &file.contents)?;
+        out.push(Written::Wrote);
     }
-    Ok(())
+    Ok(out)
 }
 
 /// How a file on disk differs from what `build` would write.

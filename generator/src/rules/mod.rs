@@ -10,6 +10,7 @@ pub(crate) mod extensions;
 mod header;
 mod operation_id;
 mod responses;
+pub mod snippet;
 
 use std::collections::HashMap;
 

@@ -63,7 +63,15 @@ fn build_check_passes_on_committed_output_and_fails_on_drift() {
 
     let built = idemgen(&["build", spec, "--out", out], None);
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
-    assert!(text(&built.stdout).contains("wrote "));
+    let stdout = text(&built.stdout);
+    assert!(
+        stdout.contains("wrote ") && !stdout.contains("unchanged"),
+        "{stdout}"
+    );
+    // A second build changes nothing, and says so.
+    let again = text(&idemgen(&["build", spec, "--out", out], None).stdout);
+    assert_eq!(again.matches("unchanged ").count(), 2, "{again}");
+    assert!(!again.contains("wrote "), "{again}");
     assert_eq!(
         idemgen(&["build", spec, "--out", out, "--check"], None)
             .status

@@ -203,3 +203,39 @@ fn help_lists_the_check_subcommand() {
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("check"));
 }
+
+#[test]
+fn rules_and_help_say_what_check_checks() {
+    let rules = idemgen(&["rules"]);
+    assert_eq!(code(&rules), 0);
+    let text = stdout(&rules);
+    for rule in idemgen::RuleId::ALL {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", rule.as_str())))
+            .unwrap_or_else(|| panic!("`idemgen rules` lacks {rule}:\n{text}"));
+        assert!(line.contains(rule.default_level().as_str()), "{line}");
+        assert!(line.contains(rule.summary()), "{line}");
+    }
+    for key in [
+        "header =",
+        "max-key-length =",
+        "required-statuses =",
+        "recommended-statuses =",
+        "[rules]",
+        "Exit codes",
+    ] {
+        assert!(text.contains(key), "`idemgen rules` lacks `{key}`");
+    }
+    let help = stdout(&idemgen(&["check", "--help"]));
+    assert!(help.contains("idemgen rules"), "{help}");
+    assert!(help.contains("Exit codes: 0"), "{help}");
+    // The documentation lists every rule too.
+    let docs = std::fs::read_to_string("docs/rules.md").unwrap();
+    for rule in idemgen::RuleId::ALL {
+        assert!(
+            docs.contains(&format!("`{}`", rule.as_str())),
+            "docs/rules.md lacks {rule}"
+        );
+    }
+}

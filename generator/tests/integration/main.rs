@@ -4,6 +4,8 @@
 mod build;
 /// `build --check`, `scaffold` and `fingerprint` on the command line.
 mod build_cli;
+/// `idemgen::Builder`, the build-script API.
+mod builder;
 /// Exit codes and output of the `idemgen` binary.
 mod cli;
 /// Shared helpers: fixture paths, running `check`.

@@ -2,7 +2,7 @@
 
 use idemgen::{Config, Level, RuleId};
 
-use crate::common::{check_fixture, summary};
+use crate::common::{check_fixture, rule_fixture, summary};
 
 #[track_caller]
 fn case(fixture: &str, expected: &[&str]) {
@@ -194,4 +194,21 @@ fn idempotency_key_header_matches_case_insensitively_and_by_location() {
     let report = check_fixture("clean-3.1.yaml", &Config::default());
     assert_eq!(report.idempotent_operations, 1);
     assert_eq!(report.operations, 2);
+}
+
+#[test]
+fn fix_up_snippets_match_the_spec_format() {
+    let report = check_fixture("key-missing.json", &Config::default());
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::KeyMissing)
+        .expect("the key is missing");
+    let snippet = finding.help.split("\n\n").nth(1).expect("a snippet");
+    let json: serde_json::Value = serde_json::from_str(snippet).expect("the snippet is JSON");
+    assert_eq!(json["parameters"][0]["name"], "Idempotency-Key");
+    // The same rule on a YAML spec keeps its YAML snippet.
+    let yaml = check_fixture(&rule_fixture(RuleId::KeyMissing), &Config::default());
+    let help = &yaml.findings[0].help;
+    assert!(help.contains("- name: Idempotency-Key"), "{help}");
 }

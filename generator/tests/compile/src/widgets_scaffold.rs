@@ -12,8 +12,8 @@ use idemgen_runtime::{HandlerError, HandlerResult, Principal, Problem, ProblemKi
 pub struct WidgetsService;
 
 impl WidgetsApi for WidgetsService {
-    /// Where idempotency records live: `idemgen_runtime::PgStore` in production.
-    type Store = idemgen_runtime::MemoryStore;
+    /// Where the runtime's transactions and idempotency records live.
+    type Store = idemgen_runtime::PgStore;
 
     /// May `principal` attempt `createWidget`? Runs on every attempt, replays included.
     async fn authorize_create_widget(
