@@ -10,8 +10,12 @@ mod builder;
 mod cli;
 /// Shared helpers: fixture paths, running `check`.
 mod common;
+/// Relative links in the repository's Markdown resolve.
+mod docs;
 /// GitHub annotation output.
 mod github;
+/// docs/guide.md run as written, from an empty directory to a replay.
+mod guide;
 /// Specs that must not load: clear errors with positions.
 mod load_errors;
 /// The lock's shape changes exactly when the emitted semantic input changes.

@@ -404,6 +404,67 @@ pub mod types {
             ::std::result::Result::Ok(())
         }
     }
+    /// The `Settlement` schema.
+    #[derive(
+        Debug,
+        Clone,
+        Copy,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::serde::Serialize,
+        ::serde::Deserialize
+    )]
+    #[allow(clippy::enum_variant_names)]
+    pub enum Settlement {
+        /// `alfamart_transaction`.
+        #[serde(rename = "alfamart_transaction")]
+        AlfamartTransaction,
+        /// `indomaret_transaction`.
+        #[serde(rename = "indomaret_transaction")]
+        IndomaretTransaction,
+        /// `permata_transaction`.
+        #[serde(rename = "permata_transaction")]
+        PermataTransaction,
+    }
+    impl Settlement {
+        /// The value as it is sent.
+        pub fn as_str(self) -> &'static str {
+            match self {
+                Self::AlfamartTransaction => "alfamart_transaction",
+                Self::IndomaretTransaction => "indomaret_transaction",
+                Self::PermataTransaction => "permata_transaction",
+            }
+        }
+    }
+    impl ::std::fmt::Display for Settlement {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            f.write_str(self.as_str())
+        }
+    }
+    impl ::std::str::FromStr for Settlement {
+        type Err = ::idemgen_runtime::UnknownValue;
+        fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+            match value {
+                "alfamart_transaction" => {
+                    ::std::result::Result::Ok(Self::AlfamartTransaction)
+                }
+                "indomaret_transaction" => {
+                    ::std::result::Result::Ok(Self::IndomaretTransaction)
+                }
+                "permata_transaction" => {
+                    ::std::result::Result::Ok(Self::PermataTransaction)
+                }
+                _ => {
+                    ::std::result::Result::Err(
+                        ::idemgen_runtime::UnknownValue::new("Settlement", value),
+                    )
+                }
+            }
+        }
+    }
     /// The `SiteCode` schema.
     pub type SiteCode = ::std::string::String;
     /// The `String` schema.

@@ -1,0 +1,330 @@
+//! docs/guide.md, run as written: every shell block and every file block, in order, in a fresh
+//! directory. The CLI is installed with the guide's own `cargo install` (in debug, into a
+//! temporary root), the crate is created with `cargo new`, built with `clippy -D warnings`, its
+//! handler test runs, the binary serves on a real PostgreSQL, and the guide's two curl requests
+//! (sent by a small HTTP client here, so that curl is not a prerequisite) must show a replay.
+//!
+//! Info strings tag the blocks: `sh` runs each line (`cd` moves the working directory), `sh
+//! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests,
+//! `<lang> file=PATH` writes a file. Blocks without a tag are prose.
+//!
+//! Builds share `target/compile-tests` (and the compile crate's `Cargo.lock`) with the compile
+//! crate, so that the guide's crate reuses its dependencies instead of building them again.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use idemgen_testdb::TestDb;
+
+/// One fenced block of the guide.
+#[derive(Debug)]
+struct Block {
+    info: Vec<String>,
+    body: String,
+}
+
+fn blocks(markdown: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut current: Option<Block> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(info)) => {
+                current = Some(Block {
+                    info: info.split_whitespace().map(str::to_owned).collect(),
+                    body: String::new(),
+                });
+            }
+            (Some(_), Some("")) => out.extend(current.take()),
+            (Some(block), _) => {
+                block.body.push_str(line);
+                block.body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Runs `command` with bash in `dir`; panics with its output when it fails.
+fn run(command: &str, dir: &Path, env: &[(&str, String)]) -> String {
+    let output = Command::new("bash")
+        .args(["-eo", "pipefail", "-c", command])
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("bash runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "`{command}` failed in {}:\n{text}",
+        dir.display()
+    );
+    text
+}
+
+/// A running service, killed when dropped.
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Splits a shell line into words, honouring single quotes (all the guide's requests use).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut in_word = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if in_word {
+                    out.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        out.push(word);
+    }
+    out
+}
+
+/// A response: status, headers (lower-case names), body.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends the request a `curl -si -X … -H … -d …` line describes, to `port`.
+fn curl(line: &str, port: u16) -> Reply {
+    let words = words(line);
+    assert_eq!(words.first().map(String::as_str), Some("curl"), "{line}");
+    let (mut method, mut url, mut headers, mut body) =
+        ("GET".to_owned(), String::new(), Vec::new(), String::new());
+    let mut i = 1;
+    while i < words.len() {
+        match words[i].as_str() {
+            "-s" | "-i" | "-si" => {}
+            "-X" => {
+                i += 1;
+                method = words[i].clone();
+            }
+            "-H" => {
+                i += 1;
+                headers.push(words[i].clone());
+            }
+            "-d" => {
+                i += 1;
+                body = words[i].clone();
+            }
+            other => url = other.to_owned(),
+        }
+        i += 1;
+    }
+    let path = url
+        .strip_prefix("localhost:8080")
+        .unwrap_or_else(|| panic!("the guide's requests go to localhost:8080: {line}"));
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        request.push_str(&h);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("the service listens");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guide_works_from_an_empty_directory() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let guide = std::fs::read_to_string(root.join("docs/guide.md")).expect("docs/guide.md");
+    let work = tempfile::tempdir().unwrap();
+    let cli = work.path().join("cli");
+    let target = root.join("target/compile-tests");
+    let path = format!(
+        "{}:{}",
+        cli.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The crate's own tests reach PostgreSQL as this test does: the same server.
+    let db = TestDb::new().await.expect("a test database");
+    let admin = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => idemgen_testdb::shared_cluster()
+            .expect("the test cluster")
+            .url("postgres"),
+    };
+    let env = vec![
+        ("PATH", path),
+        ("CARGO_TARGET_DIR", target.display().to_string()),
+        ("DATABASE_URL", admin),
+    ];
+    let mut cwd: PathBuf = work.path().to_path_buf();
+    let mut scaffolded_main = None;
+    let mut service: Option<(Service, u16)> = None;
+    let mut replies = Vec::new();
+    for block in blocks(&guide) {
+        let info: Vec<&str> = block.info.iter().map(String::as_str).collect();
+        match info.as_slice() {
+            ["sh", "install"] => {
+                // As written, but in debug and into a temporary root.
+                let line = block.body.trim();
+                assert_eq!(line, "cargo install --locked --path generator");
+                run(
+                    &format!("{line} --debug --root {}", cli.display()),
+                    &root,
+                    &env,
+                );
+            }
+            ["sh"] => {
+                for line in block.body.lines().filter(|l| !l.trim().is_empty()) {
+                    if let Some(dir) = line.strip_prefix("cd ") {
+                        cwd = cwd.join(dir.trim());
+                        continue;
+                    }
+                    run(line, &cwd, &env);
+                    if line.starts_with("idemgen scaffold") {
+                        scaffolded_main =
+                            Some(std::fs::read_to_string(cwd.join("src/main.rs")).unwrap());
+                    }
+                }
+            }
+            ["sh", "server"] => {
+                let line = block.body.trim();
+                assert!(line.ends_with("cargo run"), "{line}");
+                run("cargo build", &cwd, &env);
+                let port = free_port();
+                let child = Command::new(target.join("debug/notes"))
+                    .env("DATABASE_URL", &db.url)
+                    .env("LISTEN", format!("127.0.0.1:{port}"))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .expect("the service starts");
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    assert!(Instant::now() < deadline, "the service never listened");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                service = Some((Service(child), port));
+            }
+            ["sh", "http"] => {
+                let port = service.as_ref().expect("the server block comes first").1;
+                for line in block.body.lines().filter(|l| !l.trim().is_empty()) {
+                    replies.push(curl(line, port));
+                }
+            }
+            [_, file] if file.starts_with("file=") => {
+                let path = cwd.join(&file["file=".len()..]);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                let mut text = block.body.clone();
+                if path.ends_with("Cargo.toml") {
+                    text = text.replace("/path/to/idemgen", &root.display().to_string());
+                    // Not in the guide: the compile crate's lock, so that the dependencies it
+                    // built are reused.
+                    std::fs::copy(
+                        root.join("generator/tests/compile/Cargo.lock"),
+                        cwd.join("Cargo.lock"),
+                    )
+                    .unwrap();
+                }
+                if path.ends_with("src/main.rs") {
+                    // The guide's main.rs is the scaffold's, edited where it says so.
+                    let scaffolded = scaffolded_main.as_deref().expect("scaffolded first");
+                    let guide: Vec<&str> =
+                        text.lines().filter(|l| !l.contains("// edited")).collect();
+                    let scaffold: Vec<&str> = scaffolded
+                        .lines()
+                        .filter(|l| !l.contains("let service = "))
+                        .collect();
+                    assert_eq!(
+                        guide, scaffold,
+                        "the guide's main.rs drifted from the scaffold"
+                    );
+                }
+                std::fs::write(&path, text).unwrap();
+            }
+            _ => {}
+        }
+    }
+    // The two requests: executed once, replayed once, one row.
+    assert_eq!(replies.len(), 2);
+    let (first, second) = (&replies[0], &replies[1]);
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.header("idempotent-replayed"), None);
+    assert_eq!(second.status, 201, "{}", second.body);
+    assert_eq!(second.header("idempotent-replayed"), Some("true"));
+    assert_eq!(first.body, second.body);
+    assert_eq!(first.header("location"), second.header("location"));
+    let mut conn = db.connect().await.unwrap();
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM notes")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(rows, 1, "one note for two requests");
+    drop(service);
+}
