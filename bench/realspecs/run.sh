@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The generated code of the two public specs in ../shared/realspecs (marked and fixed in temporary
+# copies by prep.py) and of the example, compiled in one fresh crate as private modules with
+# `cargo clippy -- -D warnings`. Prints each spec's check summary, generated lines and the clippy
+# result. Needs python3 with PyYAML. Third-party specs stay in ../shared.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+shared=${SHARED:-$root/../shared/realspecs}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cargo build -q --release -p idemgen
+idemgen=$root/target/release/idemgen
+python3 bench/realspecs/prep.py "$shared/adyen/TransferService-v4.yaml" "$work/adyen.json"
+python3 bench/realspecs/prep.py "$shared/moderntreasury/mt_openapi_spec_v1.yaml" "$work/mt.json"
+mkdir -p "$work/crate/src"
+for name in adyen mt; do
+  "$idemgen" check "$work/$name.json" | tail -1
+  "$idemgen" build "$work/$name.json" --out "$work/crate/src/$name" >/dev/null
+  echo "$name: $(wc -l < "$work/crate/src/$name/mod.rs") generated lines"
+done
+cp -r examples/widgets/src/api "$work/crate/src/widgets"
+cat > "$work/crate/Cargo.toml" <<TOML
+[package]
+name = "realspecs"
+version = "0.0.0"
+edition = "2024"
+[dependencies]
+axum = "0.8"
+chrono = { version = "0.4", default-features = false, features = ["clock", "serde", "std"] }
+http = "1"
+idemgen-runtime = { path = "$root/runtime" }
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+uuid = { version = "1", features = ["serde"] }
+[workspace]
+TOML
+cat > "$work/crate/src/main.rs" <<'RS'
+//! The generated modules, private, as a binary crate includes them.
+#[rustfmt::skip] mod adyen;
+#[rustfmt::skip] mod mt;
+#[rustfmt::skip] mod widgets;
+fn main() {}
+RS
+cp generator/tests/compile/Cargo.lock "$work/crate/Cargo.lock"
+(cd "$work/crate" && CARGO_TARGET_DIR=$root/target/compile-tests cargo clippy -q -- -D warnings) \
+  && echo "clippy -D warnings: clean"
