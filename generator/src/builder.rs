@@ -4,12 +4,10 @@
 //! cargo to rerun when the spec, any file it references, the config or the lock changes.
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     if let Err(e) = idemgen::Builder::new("openapi.yaml").generate() {
-//!         eprintln!("{e}");
-//!         std::process::exit(1);
-//!     }
+//! // In build.rs's `fn main`:
+//! if let Err(e) = idemgen::Builder::new("openapi.yaml").generate() {
+//!     eprintln!("{e}");
+//!     std::process::exit(1);
 //! }
 //! ```
 //!

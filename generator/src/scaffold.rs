@@ -82,6 +82,15 @@ pub fn render_main(
         service: service_name(api),
     }
     .render()
+    .map(with_final_newline)
+}
+
+/// askama drops the template's final newline; rustfmt wants it.
+fn with_final_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 /// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
@@ -112,4 +121,5 @@ pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
         operations,
     }
     .render()
+    .map(with_final_newline)
 }

@@ -68,5 +68,8 @@ fn relative_links_in_markdown_resolve() {
         }
     }
     assert_eq!(broken, Vec::<String>::new(), "broken relative links");
-    assert!(checked >= 5, "only {checked} relative links found: is the parser right?");
+    assert!(
+        checked >= 5,
+        "only {checked} relative links found: is the parser right?"
+    );
 }

@@ -8,8 +8,8 @@
 //! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests,
 //! `<lang> file=PATH` writes a file. Blocks without a tag are prose.
 //!
-//! Builds share `target/compile-tests` (and the compile crate's `Cargo.lock`) with the compile
-//! crate, so that the guide's crate reuses its dependencies instead of building them again.
+//! Builds use the workspace's own target directory (a running test holds no cargo lock) and the
+//! workspace's `Cargo.lock`, so that the guide's crate reuses the dependencies the workspace built.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -204,7 +204,9 @@ async fn the_guide_works_from_an_empty_directory() {
     let guide = std::fs::read_to_string(root.join("docs/guide.md")).expect("docs/guide.md");
     let work = tempfile::tempdir().unwrap();
     let cli = work.path().join("cli");
-    let target = root.join("target/compile-tests");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
     let path = format!(
         "{}:{}",
         cli.join("bin").display(),
@@ -284,13 +286,9 @@ async fn the_guide_works_from_an_empty_directory() {
                 let mut text = block.body.clone();
                 if path.ends_with("Cargo.toml") {
                     text = text.replace("/path/to/idemgen", &root.display().to_string());
-                    // Not in the guide: the compile crate's lock, so that the dependencies it
-                    // built are reused.
-                    std::fs::copy(
-                        root.join("generator/tests/compile/Cargo.lock"),
-                        cwd.join("Cargo.lock"),
-                    )
-                    .unwrap();
+                    // Not in the guide: the workspace's lock, so that the dependencies it built
+                    // are reused.
+                    std::fs::copy(root.join("Cargo.lock"), cwd.join("Cargo.lock")).unwrap();
                 }
                 if path.ends_with("src/main.rs") {
                     // The guide's main.rs is the scaffold's, edited where it says so.

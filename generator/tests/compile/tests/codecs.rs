@@ -25,7 +25,10 @@ fn round_trip<R: Encode + Clone>(response: R, declared: &[&str]) -> StoredRespon
         assert_eq!(replay.headers().get(name), Some(value), "{name} replayed");
     }
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
-    assert_eq!(stored.body, encoded.body, "the replay sends the encoded bytes");
+    assert_eq!(
+        stored.body, encoded.body,
+        "the replay sends the encoded bytes"
+    );
     stored
 }
 
@@ -138,7 +141,10 @@ fn error_variants_encode_with_their_status_and_are_never_successes() {
     .encode()
     .unwrap();
     assert_eq!(not_found.status, StatusCode::NOT_FOUND);
-    assert_eq!(not_found.headers["content-type"], "application/problem+json");
+    assert_eq!(
+        not_found.headers["content-type"],
+        "application/problem+json"
+    );
     let raw = shapes::UploadPhotoError::Default {
         status: StatusCode::IM_A_TEAPOT,
         body: axum::body::Bytes::from_static(b"\x00\xffraw"),

@@ -23,7 +23,11 @@ struct Pets {
 impl ShapesApi for Pets {
     type Store = MemoryStore;
 
-    async fn authorize_create_pet(&self, _: &Principal, _: &CreatePetRequest) -> Result<(), Problem> {
+    async fn authorize_create_pet(
+        &self,
+        _: &Principal,
+        _: &CreatePetRequest,
+    ) -> Result<(), Problem> {
         Ok(())
     }
 

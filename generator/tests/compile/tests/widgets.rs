@@ -9,8 +9,8 @@ use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use idemgen_compile_tests::widgets::{self, types, *};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
-    Idempotent, Problem, ProblemKind, Server, ServerConfig, TxHandle,
+    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, Idempotent, MemoryStore,
+    Principal, Problem, ProblemKind, Server, ServerConfig, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -94,7 +94,11 @@ impl WidgetsApi for Service {
         ))
     }
 
-    async fn get_widget(&self, _: &Principal, request: GetWidgetRequest) -> HandlerResult<GetWidget> {
+    async fn get_widget(
+        &self,
+        _: &Principal,
+        request: GetWidgetRequest,
+    ) -> HandlerResult<GetWidget> {
         match self.widgets.lock().unwrap().get(&request.id) {
             Some(w) => Ok(GetWidgetResponse::Status200(w.clone())),
             None => Err(GetWidgetError::Status404(types::Problem {
@@ -674,7 +678,10 @@ fn semantic_input_is_path_query_and_body_only() {
     );
     assert_eq!(<PublishWidget as Idempotent>::FINGERPRINT_VERSION, 2);
     assert_eq!(<CreateWidget as Idempotent>::FINGERPRINT_VERSION, 1);
-    assert_eq!(<PublishWidget as Idempotent>::STORED_HEADERS, ["x-rate-limit-remaining"]);
+    assert_eq!(
+        <PublishWidget as Idempotent>::STORED_HEADERS,
+        ["x-rate-limit-remaining"]
+    );
     assert_eq!(
         <PublishWidget as Idempotent>::resource_scope(&request),
         id.to_string(),
@@ -697,25 +704,56 @@ fn semantic_input_is_path_query_and_body_only() {
 async fn handler_errors_keep_their_meaning_and_are_never_stored() {
     let (service, store, app) = app_with_store();
     // A declared error response: its own body and status, nothing stored, the key still free.
-    let taken = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"taken"}"#).await;
+    let taken = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        r#"{"name":"taken"}"#,
+    )
+    .await;
     assert_eq!(taken.status, StatusCode::BAD_REQUEST);
     assert_eq!(taken.json["code"], "name_taken");
     assert_eq!(taken.headers["content-type"], "application/problem+json");
     assert!(store.is_empty(), "a declared error is not stored");
     // A problem keeps its status through `?`.
-    let nope = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"nope"}"#).await;
+    let nope = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        r#"{"name":"nope"}"#,
+    )
+    .await;
     assert_eq!(nope.status, StatusCode::FORBIDDEN);
     assert_eq!(nope.json["detail"], "not this name");
     // A handler cannot answer with the protocol's own 409: clients would take it for the key
     // being in flight. It is an opaque 500 instead.
-    let conflict =
-        send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"conflict"}"#).await;
+    let conflict = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        r#"{"name":"conflict"}"#,
+    )
+    .await;
     assert_eq!(conflict.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(conflict.json["code"], "internal_error");
     assert!(conflict.headers.get("retry-after").is_none());
     assert!(store.is_empty());
     // The same key then executes.
-    let ok = send(&app, "POST", "/widgets", Some("alice"), Some("k"), r#"{"name":"w"}"#).await;
+    let ok = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        r#"{"name":"w"}"#,
+    )
+    .await;
     assert_eq!(ok.status, StatusCode::CREATED);
     assert_eq!(service.creates.load(Ordering::SeqCst), 4);
     // A read's declared error carries the handler's body.
