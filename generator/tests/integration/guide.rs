@@ -204,9 +204,13 @@ async fn the_guide_works_from_an_empty_directory() {
     let guide = std::fs::read_to_string(root.join("docs/guide.md")).expect("docs/guide.md");
     let work = tempfile::tempdir().unwrap();
     let cli = work.path().join("cli");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    // The target directory this test was built in (…/target/debug/idemgen): whatever
+    // `--target-dir` or `CARGO_TARGET_DIR` the outer cargo used.
+    let target = Path::new(env!("CARGO_BIN_EXE_idemgen"))
+        .ancestors()
+        .nth(2)
+        .expect("the target directory")
+        .to_path_buf();
     let path = format!(
         "{}:{}",
         cli.join("bin").display(),
