@@ -11,7 +11,7 @@
 //! }
 //! ```
 //!
-//! ```ignore
+//! ```text
 //! // src/main.rs: brings `pub mod api { … }` into the crate.
 //! include!(concat!(env!("OUT_DIR"), "/api.rs"));
 //! ```

@@ -26,14 +26,19 @@ pub enum ProblemKind {
     Unauthenticated,
     /// 403: the authenticated caller may not perform this attempt (checked on replays too).
     Forbidden,
-    /// 404: the resource does not exist.
+    /// 404: the resource (or the route) does not exist.
     NotFound,
+    /// 405: the route exists, the method does not (`Allow` lists the methods).
+    MethodNotAllowed,
     /// 409: another attempt with this key is still running.
     InFlight,
     /// 410: the resource this key created has been deleted.
     ResourceGone,
     /// 413: the request body exceeds the configured limit.
     PayloadTooLarge,
+    /// 415: the body is not sent as the media type the operation declares (a JSON body without
+    /// a JSON `Content-Type`).
+    UnsupportedMediaType,
     /// 422: the key was used before with a different request.
     KeyReused,
     /// 422: the key was used before under a different fingerprint version of the operation.
@@ -51,16 +56,18 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, in the order of the protocol's table.
-    pub const ALL: [ProblemKind; 15] = [
+    pub const ALL: [ProblemKind; 17] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyInvalid,
         ProblemKind::InvalidRequest,
         ProblemKind::Unauthenticated,
         ProblemKind::Forbidden,
         ProblemKind::NotFound,
+        ProblemKind::MethodNotAllowed,
         ProblemKind::InFlight,
         ProblemKind::ResourceGone,
         ProblemKind::PayloadTooLarge,
+        ProblemKind::UnsupportedMediaType,
         ProblemKind::KeyReused,
         ProblemKind::FingerprintVersionChanged,
         ProblemKind::Internal,
@@ -78,9 +85,11 @@ impl ProblemKind {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::InFlight => "idempotency_request_in_flight",
             Self::ResourceGone => "idempotency_resource_gone",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
             Self::KeyReused => "idempotency_key_reused",
             Self::FingerprintVersionChanged => "idempotency_fingerprint_version_changed",
             Self::Internal => "internal_error",
@@ -97,9 +106,11 @@ impl ProblemKind {
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::InFlight => StatusCode::CONFLICT,
             Self::ResourceGone => StatusCode::GONE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::KeyReused | Self::FingerprintVersionChanged => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::StoreUnavailable | Self::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -117,9 +128,11 @@ impl ProblemKind {
             Self::Unauthenticated => "Authentication required",
             Self::Forbidden => "Forbidden",
             Self::NotFound => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
             Self::InFlight => "A request with this idempotency key is in progress",
             Self::ResourceGone => "The resource created with this idempotency key was deleted",
             Self::PayloadTooLarge => "Request body too large",
+            Self::UnsupportedMediaType => "Unsupported media type",
             Self::KeyReused => "Idempotency key reused with a different request",
             Self::FingerprintVersionChanged => {
                 "Idempotency key used under an earlier version of this operation"
@@ -179,12 +192,13 @@ mod tests {
 
     #[test]
     fn handlers_cannot_speak_for_the_protocol() {
-        // Every code beginning with `idempotency_` is the protocol speaking.
+        // Every code beginning with `idempotency_` is the protocol speaking, and so is the
+        // pipeline's own refusals (401, 405, 413, 415).
         for kind in ProblemKind::ALL {
             assert_eq!(
                 kind.handler_may_answer(),
                 !kind.code().starts_with("idempotency_")
-                    && !matches!(kind.status().as_u16(), 401 | 413),
+                    && !matches!(kind.status().as_u16(), 401 | 405 | 413 | 415),
                 "{kind:?}"
             );
         }

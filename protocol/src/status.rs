@@ -10,12 +10,16 @@ pub const REQUIRED_STATUSES: [u16; 7] = [400, 401, 403, 422, 500, 503, 504];
 /// the created resource was deleted.
 pub const RECOMMENDED_STATUSES: [u16; 2] = [409, 410];
 
+/// Statuses every operation that takes a request body should declare: 413 (over the limit) and
+/// 415 (not the declared media type), both answered before anything else happens.
+pub const BODY_STATUSES: [u16; 2] = [413, 415];
+
 /// Whether only the request pipeline answers `status` for an operation (never a handler): 401
-/// (authentication), 413 (body limit) and 500 (any failure) for every operation, and for
-/// idempotent ones also 409, 410, 422, 503 and 504, the protocol's own answers. A generated
-/// handler's typed error responses leave these statuses out.
+/// (authentication), 405 (method), 413 (body limit), 415 (media type) and 500 (any failure) for
+/// every operation, and for idempotent ones also 409, 410, 422, 503 and 504, the protocol's own
+/// answers. A generated handler's typed error responses leave these statuses out.
 pub fn answered_by_runtime(status: u16, idempotent: bool) -> bool {
-    matches!(status, 401 | 413 | 500)
+    matches!(status, 401 | 405 | 413 | 415 | 500)
         || (idempotent && matches!(status, 409 | 410 | 422 | 503 | 504))
 }
 
@@ -29,7 +33,7 @@ mod tests {
             assert!(answered_by_runtime(status, true), "{status}");
             assert!(!answered_by_runtime(status, false), "{status}");
         }
-        for status in [401, 413, 500] {
+        for status in [401, 405, 413, 415, 500] {
             assert!(answered_by_runtime(status, false));
         }
         for status in [400, 403, 404, 200, 201] {

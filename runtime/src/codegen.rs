@@ -21,6 +21,11 @@ pub fn parse_param<T: DeserializeOwned>(
     name: &str,
     raw: &str,
 ) -> Result<T, Problem> {
+    if raw.contains('\0') {
+        return Err(bad_request(format!(
+            "{location} parameter `{name}` must not contain the NUL character"
+        )));
+    }
     if let Ok(value) = serde_json::from_value::<T>(serde_json::Value::String(raw.to_owned())) {
         return Ok(value);
     }
@@ -34,6 +39,84 @@ pub fn parse_param<T: DeserializeOwned>(
     Err(bad_request(format!(
         "{location} parameter `{name}` has an invalid value"
     )))
+}
+
+/// The path (`body.items[2].name`) of the first JSON string that holds a NUL character (`\u0000`),
+/// if any: PostgreSQL cannot store one in text, so it is refused as invalid input before any
+/// claim instead of failing in the handler. Only bodies whose bytes contain the escape are
+/// parsed again to find it.
+pub fn nul_in_json(bytes: &[u8]) -> Option<String> {
+    if !has_nul_escape(bytes) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let mut path = String::from("body");
+    find_nul(&value, &mut path).then_some(path)
+}
+
+/// Whether `\u0000` appears as an escape (not as an escaped backslash followed by `u0000`).
+fn has_nul_escape(bytes: &[u8]) -> bool {
+    let mut backslashes = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'\\' {
+            backslashes += 1;
+            continue;
+        }
+        if backslashes % 2 == 1 && *b == b'u' && bytes.get(i + 1..i + 5) == Some(b"0000") {
+            return true;
+        }
+        backslashes = 0;
+    }
+    false
+}
+
+fn find_nul(value: &serde_json::Value, path: &mut String) -> bool {
+    use std::fmt::Write;
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+            let len = path.len();
+            let _ = write!(path, "[{i}]");
+            let found = find_nul(item, path);
+            if !found {
+                path.truncate(len);
+            }
+            found
+        }),
+        serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
+            if key.contains('\0') {
+                return true; // a NUL in a property name is named by the object holding it
+            }
+            let len = path.len();
+            let _ = write!(path, ".{key}");
+            let found = find_nul(item, path);
+            if !found {
+                path.truncate(len);
+            }
+            found
+        }),
+        _ => false,
+    }
+}
+
+/// `deserialize_with` for an optional property that is not nullable: absent is `None`, a value
+/// is `Some`, and an explicit `null` is refused (serde's `Option` would take it for absent).
+pub fn deserialize_some<'de, T, D>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// `deserialize_with` for an optional, nullable property: absent is `None`, `null` is
+/// `Some(None)`, a value `Some(Some(v))`, so that null and absent stay distinct.
+pub fn double_option<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: serde::Deserialize<'de>,
+    D: serde::Deserializer<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
 }
 
 /// What a generated `Operation::extract` returns.
@@ -339,6 +422,43 @@ mod tests {
         assert_eq!(e.kind(), crate::ProblemKind::InvalidRequest);
         assert!(e.detail().unwrap().contains("`limit`"));
         assert!(parse_param::<i64>("query", "q", "[1]").is_err());
+    }
+
+    #[test]
+    fn nul_characters_are_found_and_named() {
+        assert_eq!(
+            nul_in_json(br#"{"name":"a\u0000b"}"#).as_deref(),
+            Some("body.name")
+        );
+        assert_eq!(
+            nul_in_json(br#"{"items":[{"n":"x"},{"n":"\u0000"}]}"#).as_deref(),
+            Some("body.items[1].n")
+        );
+        // An escaped backslash followed by `u0000` is text, not a NUL.
+        assert_eq!(nul_in_json(br#"{"name":"a\\u0000b"}"#), None);
+        assert_eq!(nul_in_json(br#"{"name":"ok"}"#), None);
+        assert!(parse_param::<String>("query", "q", "a\0b").is_err());
+    }
+
+    #[test]
+    fn null_is_refused_or_kept_apart_from_absent() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct S {
+            #[serde(default, deserialize_with = "deserialize_some")]
+            color: Option<String>,
+            #[serde(default, deserialize_with = "double_option")]
+            note: Option<Option<String>>,
+        }
+        let absent: S = serde_json::from_str("{}").unwrap();
+        assert_eq!((absent.color, absent.note), (None, None));
+        assert!(serde_json::from_str::<S>(r#"{"color":null}"#).is_err());
+        let null: S = serde_json::from_str(r#"{"note":null}"#).unwrap();
+        assert_eq!(null.note, Some(None));
+        let set: S = serde_json::from_str(r#"{"color":"red","note":"n"}"#).unwrap();
+        assert_eq!(
+            (set.color.as_deref(), set.note),
+            (Some("red"), Some(Some("n".into())))
+        );
     }
 
     #[test]

@@ -227,9 +227,51 @@ impl RequestParts {
         Ok(&self.body)
     }
 
-    /// The JSON body (required).
+    /// 415 unless the request's `Content-Type` is one `accepts` (compared on its essence,
+    /// parameters such as `charset` ignored).
+    fn media_type(&self, what: &str, accepts: impl Fn(&str) -> bool) -> Result<(), Problem> {
+        let essence = self
+            .parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            });
+        match essence {
+            Some(essence) if accepts(&essence) => Ok(()),
+            Some(essence) => Err(Problem::new(ProblemKind::UnsupportedMediaType)
+                .with_detail(format!("the body must be sent as {what}, not `{essence}`"))),
+            None => Err(
+                Problem::new(ProblemKind::UnsupportedMediaType).with_detail(format!(
+                    "the body must be sent as {what}; the request has no Content-Type"
+                )),
+            ),
+        }
+    }
+
+    fn json_media_type(&self) -> Result<(), Problem> {
+        self.media_type("JSON (`Content-Type: application/json`)", |essence| {
+            essence == "application/json" || essence.ends_with("+json")
+        })
+    }
+
+    /// The JSON body (required): 415 unless sent as JSON, 400 when it does not parse as `T` or
+    /// holds a NUL character (which no text column can store).
     pub fn json_body<T: DeserializeOwned>(&self) -> Result<T, Problem> {
-        crate::server::json_body(self.required_body()?)
+        let bytes = self.required_body()?;
+        self.json_media_type()?;
+        let value = crate::server::json_body(bytes)?;
+        if let Some(path) = crate::codegen::nul_in_json(bytes) {
+            return Err(bad_request(format!(
+                "{path}: must not contain the NUL character (\\u0000)"
+            )));
+        }
+        Ok(value)
     }
 
     /// The JSON body, `None` when the request has none.
@@ -240,10 +282,21 @@ impl RequestParts {
         self.json_body().map(Some)
     }
 
-    /// The text body (required): 400 when it is not UTF-8.
+    /// The text body (required): 415 unless sent as `text/*`, 400 when it is not UTF-8 or holds
+    /// a NUL character.
     pub fn text_body(&self) -> Result<String, Problem> {
-        String::from_utf8(self.required_body()?.to_vec())
-            .map_err(|_| bad_request("the request body is not UTF-8 text"))
+        let bytes = self.required_body()?;
+        self.media_type("text (`Content-Type: text/…`)", |essence| {
+            essence.starts_with("text/")
+        })?;
+        let text = String::from_utf8(bytes.to_vec())
+            .map_err(|_| bad_request("the request body is not UTF-8 text"))?;
+        if text.contains('\0') {
+            return Err(bad_request(
+                "the request body must not contain the NUL character",
+            ));
+        }
+        Ok(text)
     }
 
     /// The text body, `None` when the request has none.
@@ -266,6 +319,18 @@ impl RequestParts {
     }
 }
 
+/// The answer to a request no route matches: 404 problem+json (axum's default is an empty body).
+pub async fn not_found() -> Response {
+    Problem::new(ProblemKind::NotFound)
+        .with_detail("no operation is served at this path")
+        .into_response()
+}
+
+/// The answer to a method a route does not serve: 405 problem+json; axum adds `Allow`.
+pub async fn method_not_allowed() -> Response {
+    Problem::new(ProblemKind::MethodNotAllowed).into_response()
+}
+
 /// A request that passed authentication, extraction and validation.
 struct Admitted<Op: Operation> {
     principal: Principal,
@@ -280,6 +345,20 @@ async fn admit<Op: Operation, A, S: Store, Au: Authenticator>(
     request: axum::extract::Request,
 ) -> Result<Admitted<Op>, Response> {
     let (mut parts, body) = request.into_parts();
+    if parts
+        .headers
+        .get_all(http::header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        // Two credentials: which one the authenticator would pick is not the client's to guess.
+        return Err(reject(
+            Op::ID,
+            None,
+            bad_request("the Authorization header must be sent exactly once"),
+        ));
+    }
     let principal = match server.authenticator.authenticate(&parts.headers).await {
         Ok(principal) => principal,
         Err(problem) => return Err(reject(Op::ID, None, problem)),

@@ -290,9 +290,9 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
         };
     }
     let owned = if op.is_idempotent() {
-        "401, 409, 410, 413, 422, 500, 503 and 504"
+        "401, 405, 409, 410, 413, 415, 422, 500, 503 and 504"
     } else {
-        "401, 413 and 500"
+        "401, 405, 413, 415 and 500"
     };
     let doc = doc_attrs(&format!(
         "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.",

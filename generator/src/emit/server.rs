@@ -305,14 +305,17 @@ pub fn router(api: &Api) -> TokenStream {
     });
     quote! {
         /// The axum router serving every operation of `server`'s API through the runtime's
-        /// request pipeline: authentication (401), the body limit (413), parameters and body
-        /// (400), the idempotency key (400), authorization on every attempt (403), then the
-        /// handler (idempotent operations through the executor).
+        /// request pipeline: authentication (401), the body limit (413), the media type (415),
+        /// parameters and body (400), the idempotency key (400), authorization on every attempt
+        /// (403), then the handler (idempotent operations through the executor). Unknown paths
+        /// and methods are answered 404 and 405 problems.
         pub fn router<A: #trait_name, Au: ::idemgen_runtime::Authenticator>(
             server: ::idemgen_runtime::Server<A, A::Store, Au>,
         ) -> ::axum::Router {
             ::axum::Router::new()
                 #(#route_calls)*
+                .fallback(::idemgen_runtime::serve::not_found)
+                .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
                 .with_state(server)
         }
     }

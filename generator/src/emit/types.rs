@@ -156,8 +156,16 @@ fn struct_field(field: &Field) -> TokenStream {
     let wire = &field.wire;
     let rename = (name.to_string().trim_start_matches("r#") != wire.as_str())
         .then(|| quote!(#[serde(rename = #wire)]));
-    let skip = (!field.required)
-        .then(|| quote!(#[serde(default, skip_serializing_if = "::std::option::Option::is_none")]));
+    // Optional: absent is `None` and not sent. An explicit `null` is refused unless the property
+    // is nullable, and then kept apart from absent (`Some(None)`).
+    let skip = (!field.required).then(|| {
+        let deserialize = if field.ty.is_option() {
+            "::idemgen_runtime::codegen::double_option"
+        } else {
+            "::idemgen_runtime::codegen::deserialize_some"
+        };
+        quote!(#[serde(default, deserialize_with = #deserialize, skip_serializing_if = "::std::option::Option::is_none")])
+    });
     quote! {
         #doc
         #rename

@@ -192,11 +192,18 @@ impl<'a> Validation<'a> {
         let support = quote!(::idemgen_runtime::codegen);
         let mut out = TokenStream::new();
         match ty {
-            TypeRef::Option(inner) => {
-                let inner = self.value(inner, checks, types, depth);
+            TypeRef::Option(_) => {
+                // `Option<Option<T>>` (optional and nullable) is one pattern, `Some(Some(value))`.
+                let mut inner_ty = ty;
+                let mut pattern = quote!(value);
+                while let TypeRef::Option(inner) = inner_ty {
+                    pattern = quote!(::std::option::Option::Some(#pattern));
+                    inner_ty = inner.as_ref();
+                }
+                let inner = self.value(inner_ty, checks, types, depth);
                 if !inner.is_empty() {
                     out.extend(quote! {
-                        if let ::std::option::Option::Some(value) = value {
+                        if let #pattern = value {
                             #inner
                         }
                     });

@@ -135,12 +135,14 @@ pub struct Field {
 }
 
 impl Field {
-    /// The type of the field: `Option` unless required and not nullable.
+    /// The type of the field: `Option` unless required and not nullable; `Option<Option<T>>`
+    /// when optional and nullable (null and absent stay distinct).
     pub fn field_type(&self) -> TypeRef {
         if self.required {
             self.ty.clone()
         } else {
-            self.ty.clone().nullable()
+            // Absent is the outer `None`; a nullable property's `null` is `Some(None)`.
+            TypeRef::Option(Box::new(self.ty.clone()))
         }
     }
 }
@@ -390,7 +392,10 @@ impl<'s> TypeSpace<'s> {
     fn named(&mut self, at: NodeRef<'s>, reference: &str) -> TypeRef {
         match self.spec.ref_target(at.file, reference) {
             Ok(target) => {
-                let raw = target.name().unwrap_or_else(|| "Schema".to_string());
+                let raw = self
+                    .spec
+                    .target_name(&target)
+                    .unwrap_or_else(|| "Schema".to_string());
                 TypeRef::Named(self.register(target, &raw))
             }
             Err(_) => TypeRef::Json,
@@ -590,7 +595,7 @@ impl<'s> TypeSpace<'s> {
                     .spec
                     .ref_target(at.file, r)
                     .ok()
-                    .and_then(|t| t.name())
+                    .and_then(|t| self.spec.target_name(&t))
                     .unwrap_or_else(|| format!("Variant{i}")),
                 None => format!("Variant{i}"),
             };

@@ -192,6 +192,9 @@ pub struct LoadedSpec {
     root: FileId,
     version: OpenApiVersion,
     version_text: String,
+    /// References that do not resolve (dangling, cyclic, remote, unreadable file), each at its
+    /// `$ref`: the spec loads anyway, and `check` reports them as findings.
+    ref_problems: Vec<Problem>,
 }
 
 /// Loads the spec at `path` from the disk.
@@ -208,6 +211,7 @@ pub fn load_with(fs: &dyn FileSystem, path: &Path) -> Result<LoadedSpec, LoadErr
         by_path: HashMap::new(),
         links: HashMap::new(),
         problems: Vec::new(),
+        ref_problems: Vec::new(),
     }
     .run(path)
 }
@@ -219,7 +223,10 @@ struct Loader<'f> {
     documents: Vec<Option<Node>>,
     by_path: HashMap<PathBuf, FileId>,
     links: HashMap<(FileId, String), FileId>,
+    /// Problems that stop the load (a file that does not parse, not OpenAPI).
     problems: Vec<Problem>,
+    /// References that do not resolve: reported as findings of `unresolved-ref`.
+    ref_problems: Vec<Problem>,
 }
 
 /// A `$ref` written somewhere in a file.
@@ -259,32 +266,54 @@ impl Loader<'_> {
                 sites.push(site);
             }
         }
-        if !self.problems.is_empty() {
-            return Err(self.into_error());
-        }
 
-        let documents: Vec<Node> = self.documents.into_iter().flatten().collect();
-        let spec = LoadedSpec {
+        // Every phase reports: references are checked even when a file failed to parse, except
+        // those into the files that failed.
+        let unparsed: HashSet<FileId> = (0..self.documents.len())
+            .filter(|&i| self.documents[i].is_none())
+            .map(FileId)
+            .collect();
+        let documents: Vec<Node> = self
+            .documents
+            .into_iter()
+            .map(|d| {
+                d.unwrap_or(Node {
+                    value: Value::Null,
+                    span: Span::default(),
+                })
+            })
+            .collect();
+        let mut spec = LoadedSpec {
             sources: self.sources,
             documents,
             links: self.links,
             root,
             version,
             version_text,
+            ref_problems: self.ref_problems,
         };
-        let mut problems = Vec::new();
         for site in &sites {
+            // A reference into a file that was not loaded (remote, unreadable) was reported when
+            // reading it; one into a file that did not parse has nothing to resolve against.
+            match spec.ref_target(site.file, &site.reference) {
+                Ok(target) if unparsed.contains(&target.file) => continue,
+                Err(_) => continue,
+                Ok(_) => {}
+            }
             if let Err(message) = spec.check_chain(site.file, &site.reference) {
-                problems.push(Problem {
+                spec.ref_problems.push(Problem {
                     message,
                     location: Some((site.file, site.span)),
                     help: None,
                 });
             }
         }
-        if problems.is_empty() {
+        if self.problems.is_empty() {
             Ok(spec)
         } else {
+            // Fatal: a file that does not parse. The reference problems found anyway come along.
+            let mut problems = self.problems;
+            problems.append(&mut spec.ref_problems);
             Err(LoadError {
                 sources: spec.sources,
                 problems,
@@ -342,16 +371,12 @@ impl Loader<'_> {
     fn collect_refs(&self, file: FileId) -> Vec<RefSite> {
         let mut sites = Vec::new();
         if let Some(doc) = self.document(file) {
-            doc.walk(|key, node| {
-                if let (Some(key), Value::Str(reference)) = (key, &node.value)
-                    && key.text == "$ref"
-                {
-                    sites.push(RefSite {
-                        file,
-                        span: node.span,
-                        reference: reference.clone(),
-                    });
-                }
+            references(doc, &mut |node, reference| {
+                sites.push(RefSite {
+                    file,
+                    span: node.span,
+                    reference: reference.to_owned(),
+                });
             });
         }
         sites
@@ -365,7 +390,7 @@ impl Loader<'_> {
             return None;
         }
         if is_remote(file_part) {
-            self.problems.push(Problem {
+            self.ref_problems.push(Problem {
                 message: format!("remote reference `{}` is not supported", site.reference),
                 location: Some((site.file, site.span)),
                 help: Some("download the document and refer to it by a relative path".into()),
@@ -388,7 +413,7 @@ impl Loader<'_> {
                 Some(id)
             }
             Err(e) => {
-                self.problems.push(Problem {
+                self.ref_problems.push(Problem {
                     message: format!(
                         "cannot read `{}` referenced by `{}`: {e}",
                         source::display_path(&display),
@@ -399,6 +424,95 @@ impl Loader<'_> {
                 });
                 None
             }
+        }
+    }
+}
+
+/// Keys whose values are data, not OpenAPI or JSON Schema structure: a `$ref` inside an example or
+/// a default value is part of the value (Square's examples hold JSON documents that use `$ref`).
+fn is_data_key(key: &str) -> bool {
+    matches!(key, "example" | "default" | "enum" | "const") || key.starts_with("x-")
+}
+
+/// Keys whose values are maps from names (property names, status codes, media types, component
+/// names, paths) to objects: there the keys are names, so a property called `example` or
+/// `default` is a schema like any other.
+fn is_name_map_key(key: &str) -> bool {
+    matches!(
+        key,
+        "properties"
+            | "patternProperties"
+            | "dependentSchemas"
+            | "$defs"
+            | "definitions"
+            | "schemas"
+            | "responses"
+            | "parameters"
+            | "requestBodies"
+            | "headers"
+            | "securitySchemes"
+            | "links"
+            | "callbacks"
+            | "pathItems"
+            | "paths"
+            | "webhooks"
+            | "content"
+            | "encoding"
+            | "variables"
+    )
+}
+
+/// Calls `visit` with every `$ref` of the document that is a reference, skipping data: values of
+/// `example`, `default`, `enum`, `const` and `x-` extensions, the `value` of Example Objects, and
+/// JSON Schema `examples` arrays. The walk keeps its own stack (documents can be deep).
+fn references<'a>(doc: &'a Node, visit: &mut impl FnMut(&'a Node, &'a str)) {
+    /// How the keys of a map are to be read.
+    #[derive(Clone, Copy)]
+    enum Keys {
+        /// OpenAPI / JSON Schema keywords.
+        Keywords,
+        /// Names of things (each value an object of keywords).
+        Names,
+        /// The `examples` of a Media Type or Parameter: names of Example Objects.
+        Examples,
+    }
+    let mut stack: Vec<(&'a Node, Keys)> = vec![(doc, Keys::Keywords)];
+    while let Some((node, keys)) = stack.pop() {
+        match (&node.value, keys) {
+            // Children are pushed in reverse, so that references are visited in document order.
+            (Value::Seq(items), _) => {
+                stack.extend(items.iter().rev().map(|item| (item, Keys::Keywords)));
+            }
+            (Value::Map(map), Keys::Names) => {
+                stack.extend(map.entries().iter().rev().map(|(_, v)| (v, Keys::Keywords)));
+            }
+            (Value::Map(map), Keys::Examples) => {
+                for (_, example) in map.entries() {
+                    // An Example Object's `value` is data; the object may be a reference.
+                    if let Some((_, reference)) = example.entry("$ref")
+                        && let Value::Str(r) = &reference.value
+                    {
+                        visit(reference, r);
+                    }
+                }
+            }
+            (Value::Map(map), Keys::Keywords) => {
+                let mut children = Vec::new();
+                for (key, value) in map.entries() {
+                    let key = key.text.as_str();
+                    match (key, &value.value) {
+                        ("$ref", Value::Str(r)) => visit(value, r),
+                        _ if is_data_key(key) => {}
+                        // 3.1 schemas: an array of examples is data; a map is Example Objects.
+                        ("examples", Value::Seq(_)) => {}
+                        ("examples", Value::Map(_)) => children.push((value, Keys::Examples)),
+                        _ if is_name_map_key(key) => children.push((value, Keys::Names)),
+                        _ => children.push((value, Keys::Keywords)),
+                    }
+                }
+                stack.extend(children.into_iter().rev());
+            }
+            _ => {}
         }
     }
 }
@@ -552,6 +666,32 @@ impl LoadedSpec {
             file,
             pointer: percent_decode(fragment),
         })
+    }
+
+    /// The references that do not resolve, each at its `$ref` (reported by `check` as findings).
+    pub fn ref_problems(&self) -> &[Problem] {
+        &self.ref_problems
+    }
+
+    /// A name for what `target` points at: the last pointer token (`Widget` of
+    /// `#/components/schemas/Widget`); for a whole file (`schemas/PaymentRequest.yaml`) the
+    /// document's `title`, else the file's stem.
+    pub fn target_name(&self, target: &RefTarget) -> Option<String> {
+        if let Some(name) = target.name() {
+            return Some(name);
+        }
+        let title = self
+            .document(target.file)
+            .and_then(|d| d.get("title"))
+            .and_then(Node::as_str)
+            .filter(|t| !t.trim().is_empty());
+        if let Some(title) = title {
+            return Some(title.to_owned());
+        }
+        let file = self.sources.file(target.file);
+        file.display
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
     }
 
     /// Follows one `$ref` written in `from`.

@@ -81,6 +81,22 @@ fn check_schema(
     }
     check_max_length(schema, op, header, sink);
     check_min_length(schema, op, header, sink);
+    check_pattern(schema, op, header, sink);
+}
+
+/// The keys a server accepts are visible ASCII: a schema without a `pattern` lets schema-driven
+/// tools (fuzzers, client generators) produce keys the server rejects (spaces, non-ASCII).
+fn check_pattern(schema: NodeRef<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
+    if schema.node.get("pattern").is_none() {
+        sink.report(
+            RuleId::KeyPattern,
+            at(schema),
+            Some(op),
+            format!(
+                "the `{header}` header's schema has no `pattern`: tools generating keys from it will produce keys the server refuses"
+            ),
+        );
+    }
 }
 
 /// `type: string`, or (3.1) a type list whose only non-null member is `string`.

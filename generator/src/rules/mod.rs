@@ -57,16 +57,25 @@ pub enum RuleId {
     FingerprintShapeChanged,
     /// `x-idempotency-tombstones` names no idempotent operation.
     TombstoneTargetInvalid,
+    /// The idempotency header's schema has no `pattern`.
+    KeyPattern,
+    /// An operation without an idempotency key does not declare 503.
+    UnavailableResponseMissing,
+    /// The spec has no operations at all.
+    NoOperations,
+    /// A `$ref` does not resolve (nothing at its pointer, a cycle, a remote or unreadable file).
+    UnresolvedRef,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 18] = [
+    pub const ALL: [RuleId; 22] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
         RuleId::KeyMaxLength,
         RuleId::KeyMinLength,
+        RuleId::KeyPattern,
         RuleId::RequiredResponseMissing,
         RuleId::RecommendedResponseMissing,
         RuleId::ErrorResponseNotProblemJson,
@@ -80,6 +89,9 @@ impl RuleId {
         RuleId::KeyWithoutXIdempotent,
         RuleId::FingerprintShapeChanged,
         RuleId::TombstoneTargetInvalid,
+        RuleId::UnavailableResponseMissing,
+        RuleId::NoOperations,
+        RuleId::UnresolvedRef,
     ];
 
     /// The stable id.
@@ -103,6 +115,10 @@ impl RuleId {
             RuleId::KeyWithoutXIdempotent => "idempotency-key-without-x-idempotent",
             RuleId::FingerprintShapeChanged => "fingerprint-shape-changed",
             RuleId::TombstoneTargetInvalid => "tombstone-target-invalid",
+            RuleId::KeyPattern => "idempotency-key-pattern",
+            RuleId::UnavailableResponseMissing => "unavailable-response-missing",
+            RuleId::NoOperations => "no-operations",
+            RuleId::UnresolvedRef => "unresolved-ref",
         }
     }
 
@@ -115,6 +131,9 @@ impl RuleId {
     pub fn default_level(self) -> Level {
         match self {
             RuleId::KeyMinLength
+            | RuleId::KeyPattern
+            | RuleId::UnavailableResponseMissing
+            | RuleId::NoOperations
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent => Level::Warning,
@@ -171,6 +190,16 @@ impl RuleId {
             RuleId::TombstoneTargetInvalid => {
                 "`x-idempotency-tombstones` names an idempotent operation of the spec by its `operationId`."
             }
+            RuleId::KeyPattern => {
+                "The idempotency key header's schema has a `pattern` (visible ASCII), so that tools generate keys the server accepts."
+            }
+            RuleId::UnavailableResponseMissing => {
+                "An operation without an idempotency key declares 503 (its database unreachable)."
+            }
+            RuleId::NoOperations => "The spec has at least one operation under `paths`.",
+            RuleId::UnresolvedRef => {
+                "Every `$ref` resolves: a loaded file has something at its pointer, without a cycle (remote references are not fetched)."
+            }
         }
     }
 
@@ -202,6 +231,10 @@ impl RuleId {
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
             RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
+            RuleId::KeyPattern => "accept visible ASCII only, as the server does:\n\nschema:\n  type: string\n  pattern: '^[!-~]+$'".to_string(),
+            RuleId::UnavailableResponseMissing => "declare it:\n\nresponses:\n  \"503\":\n    description: Service Unavailable\n    content:\n      application/problem+json: {}".to_string(),
+            RuleId::UnresolvedRef => "point the reference at a component that exists, for example:\n\nschema:\n  $ref: \"#/components/schemas/Widget\"".to_string(),
+            RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
@@ -327,6 +360,21 @@ pub struct RuleOutcome {
 /// Runs every rule that the config does not turn off.
 pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     let mut sink = Sink::new(config);
+    for problem in spec.ref_problems() {
+        if let Some(location) = problem.location {
+            let message = problem.message.clone();
+            match &problem.help {
+                Some(help) => sink.report_with_help(
+                    RuleId::UnresolvedRef,
+                    location,
+                    None,
+                    message,
+                    help.clone(),
+                ),
+                None => sink.report(RuleId::UnresolvedRef, location, None, message),
+            }
+        }
+    }
     let ops = spec::operations(spec);
     extensions::check_misplaced(spec, &mut sink);
     operation_id::check_unique(&ops, &mut sink);
@@ -339,7 +387,23 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
             responses::check(spec, op, &mut sink);
         } else {
             header::check_unmarked(spec, op, &mut sink);
+            responses::check_unavailable(spec, op, &mut sink);
         }
+    }
+    if ops.is_empty() {
+        let root = spec.root();
+        let at = root
+            .node
+            .entry("paths")
+            .or_else(|| root.node.entry("openapi"))
+            .map(|(k, _)| k.span)
+            .unwrap_or(root.node.span);
+        sink.report(
+            RuleId::NoOperations,
+            (root.file, at),
+            None,
+            "the spec has no operations: nothing is checked or generated".to_string(),
+        );
     }
     RuleOutcome {
         findings: sink.findings,

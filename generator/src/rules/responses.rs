@@ -16,7 +16,16 @@ pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) 
         None => (op.node.file, op.key.span),
     };
     let required = sink.config().required_statuses.clone();
-    let recommended = sink.config().recommended_statuses.clone();
+    let mut recommended = sink.config().recommended_statuses.clone();
+    // An operation with a body is also refused 413 (over the limit) and 415 (not its media type)
+    // before anything happens.
+    if op.node.node.get("requestBody").is_some() {
+        for status in idemgen_protocol::status::BODY_STATUSES {
+            if !recommended.contains(&status) && !required.contains(&status) {
+                recommended.push(status);
+            }
+        }
+    }
     for (rule, statuses, verb) in [
         (RuleId::RequiredResponseMissing, required, "must"),
         (RuleId::RecommendedResponseMissing, recommended, "should"),
@@ -48,6 +57,29 @@ pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) 
     for response in responses.iter().filter(|r| is_error_status(&r.status.text)) {
         check_problem_json(op, response, sink);
     }
+}
+
+/// Warns about an operation without an idempotency key that declares no 503: served by the
+/// runtime on a database, it answers 503 `service_unavailable` when the database is unreachable,
+/// and the spec should say so.
+pub(super) fn check_unavailable(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
+    let responses = op.responses(spec);
+    if responses.iter().any(|r| covers(&r.status.text, 503)) {
+        return;
+    }
+    let at = match op.responses_entry() {
+        Some((key, _)) => (op.node.file, key.span),
+        None => (op.node.file, op.key.span),
+    };
+    sink.report(
+        RuleId::UnavailableResponseMissing,
+        at,
+        Some(op),
+        format!(
+            "{} does not declare 503, which it answers when its database is unreachable",
+            op.display_name()
+        ),
+    );
 }
 
 /// Whether the response key `status` (`422`, `4XX`) covers the status code `code`.

@@ -268,3 +268,29 @@ fn a_format_1_lock_is_read_for_its_versions_and_rewritten() {
     assert!(rewritten.contains("version = 2\n"), "{rewritten}");
     assert!(!rewritten.contains("sha256:0000"), "{rewritten}");
 }
+
+/// Schemas referenced as whole files (`$ref: schemas/PaymentRequest.yaml`, no `#`) are named
+/// from their `title`, else from the file name, never `Schema2`, `Schema3`, ….
+#[test]
+fn whole_file_schemas_are_named_from_their_title_or_file() {
+    use idemgen::loader::{MemoryFs, load_with};
+
+    let mut fs = MemoryFs::new();
+    fs.insert(
+        "api/openapi.yaml",
+        "openapi: 3.0.3\ninfo: {title: Pay, version: '1'}\npaths:\n  /payments:\n    post:\n      operationId: pay\n      requestBody:\n        content:\n          application/json:\n            schema: {$ref: 'schemas/PaymentRequest.yaml'}\n      responses:\n        '201':\n          description: ok\n          content:\n            application/json:\n              schema: {$ref: 'schemas/payment-response.yaml'}\n",
+    );
+    fs.insert(
+        "api/schemas/PaymentRequest.yaml",
+        "type: object\nproperties:\n  amount: {type: integer}\n",
+    );
+    fs.insert(
+        "api/schemas/payment-response.yaml",
+        "title: Payment receipt\ntype: object\nproperties:\n  id: {type: string}\n",
+    );
+    let spec = load_with(&fs, Path::new("api/openapi.yaml")).expect("loads");
+    let api = idemgen::ir::Api::from_spec(&spec, "Idempotency-Key");
+    let mut names: Vec<&str> = api.types.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["PaymentReceipt", "PaymentRequest"]);
+}

@@ -1,23 +1,21 @@
-//! Specs that cannot be checked: each gives a clear message at a position, never a panic.
+//! Specs that cannot be checked: each gives a clear message at a position, never a panic. A file
+//! that cannot be read or parsed, or is not OpenAPI, stops the load; a reference that does not
+//! resolve does not: it is reported at its `$ref` (as an `unresolved-ref` finding by `check`), all
+//! of them in one run, with the rest of the spec loaded.
 
-use idemgen::loader::load;
+use idemgen::loader::SourceMap;
+use idemgen::loader::{LoadError, Problem, load};
 
 use crate::common::fixture;
 
-/// Loads a fixture that must fail; returns (message, `path:line:col`) per problem.
-fn problems(name: &str) -> Vec<(String, String)> {
-    let err = match load(&fixture(name)) {
-        Ok(_) => panic!("{name} should not load"),
-        Err(e) => e,
-    };
-    err.problems
+fn located(problems: &[Problem], sources: &SourceMap) -> Vec<(String, String)> {
+    problems
         .iter()
         .map(|p| {
             let location = p
                 .location
                 .map(|(file, span)| {
-                    let path = err
-                        .sources
+                    let path = sources
                         .get(file)
                         .map(|f| f.display_path())
                         .unwrap_or_default();
@@ -27,6 +25,14 @@ fn problems(name: &str) -> Vec<(String, String)> {
             (p.message.clone(), location)
         })
         .collect()
+}
+
+/// The problems of a fixture: those that stopped its load, else those of its references.
+fn problems(name: &str) -> Vec<(String, String)> {
+    match load(&fixture(name)) {
+        Ok(spec) => located(spec.ref_problems(), spec.sources()),
+        Err(LoadError { problems, sources }) => located(&problems, &sources),
+    }
 }
 
 /// Expected problems as (message fragment, `path:line:col` or "" when there is no position).
@@ -122,21 +128,26 @@ fn in_memory_specs_resolve_relative_refs_and_report_bad_ones() {
         "api/paths/a.yaml",
         "get: {responses: {'200': {description: ok}}}\n",
     );
-    let err = load_with(&fs, Path::new("api/openapi.yaml")).expect_err("remote ref");
-    assert_eq!(err.problems.len(), 1, "{err}");
-    assert!(
-        err.problems[0].message.contains("remote reference"),
-        "{err}"
-    );
+    // Both reference problems in one run: the remote one and the bad pointer.
+    let spec = load_with(&fs, Path::new("api/openapi.yaml")).expect("references do not stop it");
+    let messages: Vec<&str> = spec
+        .ref_problems()
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("remote reference"), "{messages:?}");
+    assert!(messages[1].contains("invalid JSON pointer"), "{messages:?}");
 
     fs.insert(
         "api/openapi.yaml",
         "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /a: {$ref: 'paths/a.yaml'}\n  /c: {$ref: './paths/../paths/a.yaml#bad-pointer'}\n",
     );
-    let err = load_with(&fs, Path::new("api/openapi.yaml")).expect_err("bad pointer");
+    let spec = load_with(&fs, Path::new("api/openapi.yaml")).expect("loads");
     assert!(
-        err.problems[0].message.contains("invalid JSON pointer"),
-        "{err}"
+        spec.ref_problems()[0]
+            .message
+            .contains("invalid JSON pointer")
     );
 
     fs.insert(
@@ -153,4 +164,90 @@ fn in_memory_specs_resolve_relative_refs_and_report_bad_ones() {
         .ref_target(spec.root_file(), "paths/a.yaml#/get")
         .expect("target");
     assert_eq!(target.name().as_deref(), Some("get"));
+
+    // A referenced file that does not parse stops the load, and the dangling references found
+    // in the same run come along.
+    fs.insert("api/paths/a.yaml", "get: {responses: [\n");
+    fs.insert(
+        "api/openapi.yaml",
+        "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths:\n  /a: {$ref: 'paths/a.yaml'}\ncomponents:\n  schemas:\n    W: {$ref: '#/components/schemas/Nope'}\n",
+    );
+    let err = load_with(&fs, Path::new("api/openapi.yaml")).expect_err("a file does not parse");
+    let messages: Vec<&str> = err.problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("invalid YAML"), "{messages:?}");
+    assert!(
+        messages[1].contains("#/components/schemas/Nope"),
+        "{messages:?}"
+    );
+}
+
+/// Square's spec: `$ref`s inside example values are data (never fetched), and its one dangling
+/// local reference is reported at each of its places in the same run.
+#[test]
+fn refs_in_data_are_values_and_dangling_refs_are_findings() {
+    use idemgen::loader::{MemoryFs, load_with};
+    use std::path::Path;
+
+    let mut fs = MemoryFs::new();
+    fs.insert(
+        "openapi.yaml",
+        r#"openapi: 3.0.3
+info: {title: t, version: '1'}
+paths:
+  /items:
+    post:
+      operationId: upsertItem
+      x-example-payload: {$ref: 'https://example.com/x'}
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Item'}
+            example: {object: {$ref: 'https://example.com/a'}}
+            examples:
+              one: {value: {$ref: 'https://example.com/b'}}
+              two: {$ref: '#/components/examples/Two'}
+      responses:
+        '200': {description: ok}
+components:
+  examples:
+    Two: {value: {$ref: 'https://example.com/c'}}
+  schemas:
+    Item:
+      type: object
+      default: {$ref: 'https://example.com/d'}
+      properties:
+        default: {$ref: '#/components/schemas/Toggle'}
+        example: {$ref: '#/components/schemas/Toggle'}
+        override: {$ref: '#/components/schemas/CatalogModifierToggleOverrideType'}
+        again: {$ref: '#/components/schemas/CatalogModifierToggleOverrideType'}
+      enum: [{$ref: 'https://example.com/e'}]
+    Toggle: {type: boolean, examples: [{$ref: 'https://example.com/f'}]}
+"#,
+    );
+    let spec = load_with(&fs, Path::new("openapi.yaml")).expect("loads");
+    let problems: Vec<String> = spec
+        .ref_problems()
+        .iter()
+        .map(|p| {
+            let (_, span) = p.location.expect("at its $ref");
+            format!("{}:{}", span.start.line, p.message)
+        })
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    for (problem, line) in problems.iter().zip(["28", "29"]) {
+        assert!(problem.starts_with(line), "{problem}");
+        assert!(
+            problem.contains("CatalogModifierToggleOverrideType"),
+            "{problem}"
+        );
+    }
+    // Properties named `default` and `example` are schemas, and were followed.
+    let report = idemgen::check_loaded(spec, &idemgen::Config::default());
+    let unresolved = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == idemgen::RuleId::UnresolvedRef)
+        .count();
+    assert_eq!(unresolved, 2);
 }

@@ -131,14 +131,14 @@ const CASES: &[(&str, Edits, bool)] = &[
         )],
         true,
     ),
-    // Absent and null serialise alike for an optional property (both skipped).
+    // Null and absent are distinct for an optional nullable property: `null` is now sent.
     (
         "optional body property made nullable",
         &[(
             "tags: { type: array, items: { type: string } }",
             "tags: { type: array, nullable: true, items: { type: string } }",
         )],
-        false,
+        true,
     ),
     (
         "nested $ref'd property changes type",
@@ -283,6 +283,14 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
                 a.to_token_stream()
                     .to_string()
                     .replace("deny_unknown_fields", "")
+                    .replace(
+                        "deserialize_with = \"::idemgen_runtime::codegen::deserialize_some\" ,",
+                        "",
+                    )
+                    .replace(
+                        "deserialize_with = \"::idemgen_runtime::codegen::double_option\" ,",
+                        "",
+                    )
                     .replace("default ,", "")
                     .replace("default", "")
             })

@@ -94,11 +94,23 @@ fn each_rule_fixture_reports_exactly_its_rule() {
     case(
         "rules/tombstone-target-invalid.yaml",
         &[
-            "tombstone-target-invalid@11:33",
-            "tombstone-target-invalid@16:33",
-            "tombstone-target-invalid@21:33",
+            "tombstone-target-invalid@12:33",
+            "tombstone-target-invalid@18:33",
+            "tombstone-target-invalid@24:33",
         ],
     );
+    case(
+        "rules/idempotency-key-pattern.yaml",
+        &["idempotency-key-pattern@12:19"],
+    );
+    // The delete declares a 5XX range, which covers 503.
+    case(
+        "rules/unavailable-response-missing.yaml",
+        &["unavailable-response-missing@7:7"],
+    );
+    case("rules/no-operations.yaml", &["no-operations@4:1"]);
+    // The `$ref` inside `example` is data: neither fetched nor reported.
+    case("rules/unresolved-ref.yaml", &["unresolved-ref@12:30"]);
 }
 
 #[test]

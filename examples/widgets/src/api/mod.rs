@@ -13,7 +13,11 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub color: ::std::option::Option<NewWidgetColor>,
     }
     impl ::idemgen_runtime::codegen::Validate for NewWidget {
@@ -98,10 +102,18 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishRequest` schema.
@@ -136,7 +148,11 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub color: ::std::option::Option<WidgetColor>,
         /// The `published` property.
         pub published: bool,
@@ -233,7 +249,7 @@ impl ::idemgen_runtime::Encode for CreateWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreateWidgetError {
@@ -348,7 +364,7 @@ impl ::idemgen_runtime::Encode for ListWidgetsResponse {
         }
     }
 }
-/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum ListWidgetsError {
@@ -356,6 +372,8 @@ pub enum ListWidgetsError {
     Status400(types::Problem),
     /// 403: An RFC 9457 problem.
     Status403(types::Problem),
+    /// 503: An RFC 9457 problem.
+    Status503(types::Problem),
 }
 impl ::idemgen_runtime::Encode for ListWidgetsError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
@@ -365,6 +383,9 @@ impl ::idemgen_runtime::Encode for ListWidgetsError {
             }
             Self::Status403(body) => {
                 ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
+            }
+            Self::Status503(body) => {
+                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
             }
         }
     }
@@ -452,7 +473,7 @@ impl ::idemgen_runtime::Encode for GetWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum GetWidgetError {
@@ -462,6 +483,8 @@ pub enum GetWidgetError {
     Status403(types::Problem),
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
+    /// 503: An RFC 9457 problem.
+    Status503(types::Problem),
 }
 impl ::idemgen_runtime::Encode for GetWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
@@ -474,6 +497,9 @@ impl ::idemgen_runtime::Encode for GetWidgetError {
             }
             Self::Status404(body) => {
                 ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
+            }
+            Self::Status503(body) => {
+                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
             }
         }
     }
@@ -540,7 +566,7 @@ impl ::idemgen_runtime::Encode for DeleteWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum DeleteWidgetError {
@@ -550,6 +576,8 @@ pub enum DeleteWidgetError {
     Status403(types::Problem),
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
+    /// 503: An RFC 9457 problem.
+    Status503(types::Problem),
 }
 impl ::idemgen_runtime::Encode for DeleteWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
@@ -562,6 +590,9 @@ impl ::idemgen_runtime::Encode for DeleteWidgetError {
             }
             Self::Status404(body) => {
                 ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
+            }
+            Self::Status503(body) => {
+                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
             }
         }
     }
@@ -633,7 +664,7 @@ impl ::idemgen_runtime::Encode for PublishWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum PublishWidgetError {
@@ -853,9 +884,10 @@ pub trait WidgetsApi: ::std::marker::Send + ::std::marker::Sync + 'static {
     > + ::std::marker::Send;
 }
 /// The axum router serving every operation of `server`'s API through the runtime's
-/// request pipeline: authentication (401), the body limit (413), parameters and body
-/// (400), the idempotency key (400), authorization on every attempt (403), then the
-/// handler (idempotent operations through the executor).
+/// request pipeline: authentication (401), the body limit (413), the media type (415),
+/// parameters and body (400), the idempotency key (400), authorization on every attempt
+/// (403), then the handler (idempotent operations through the executor). Unknown paths
+/// and methods are answered 404 and 405 problems.
 pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
     server: ::idemgen_runtime::Server<A, A::Store, Au>,
 ) -> ::axum::Router {
@@ -887,5 +919,7 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
                 ::idemgen_runtime::serve::idempotent::<PublishWidget, A, A::Store, Au>,
             ),
         )
+        .fallback(::idemgen_runtime::serve::not_found)
+        .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
         .with_state(server)
 }

@@ -18,3 +18,7 @@ mod isolation;
 
 /// The handlers alone, on a fresh database from the runtime's `testing` feature.
 mod handlers;
+
+/// The defects outside testing found: NUL characters, explicit nulls, media types, 404/405,
+/// duplicate credentials, the database down.
+mod hostile;

@@ -224,6 +224,9 @@ async fn send(
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
+    if !body.is_empty() {
+        request = request.header("content-type", "application/json");
+    }
     let response = app
         .clone()
         .oneshot(request.body(Body::from(body.to_owned())).unwrap())

@@ -14,7 +14,11 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
     }
     /// The `Cat` schema.
@@ -25,14 +29,26 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `lives` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub lives: ::std::option::Option<i32>,
         /// The `self` property.
         #[serde(rename = "self")]
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub self_: ::std::option::Option<bool>,
     }
     /// The `Dog` schema.
@@ -43,34 +59,66 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `good` property.
         pub good: bool,
         /// The `owner_id` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
-        pub owner_id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::double_option",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub owner_id: ::std::option::Option<::std::option::Option<::uuid::Uuid>>,
         /// The `toy` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub toy: ::std::option::Option<DogToy>,
         /// The `weight` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub weight: ::std::option::Option<f64>,
         /// The `tags` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub tags: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `meta` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub meta: ::std::option::Option<::serde_json::Value>,
         /// The `seen-at` property.
         #[serde(rename = "seen-at")]
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub seen_at: ::std::option::Option<::chrono::DateTime<::chrono::Utc>>,
         /// The `seenAt` property.
         #[serde(rename = "seenAt")]
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub seen_at2: ::std::option::Option<::std::string::String>,
     }
     /// The `DogToy` schema.
@@ -87,7 +135,11 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Mutual {
         /// The `other` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub other: ::std::option::Option<::std::boxed::Box<Other>>,
     }
     /// The `Node` schema.
@@ -96,14 +148,26 @@ pub mod types {
         /// The `value` property.
         pub value: i64,
         /// The `parent` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub parent: ::std::option::Option<::std::boxed::Box<Node>>,
         /// The `children` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub children: ::std::option::Option<::std::vec::Vec<Node>>,
         /// The `mode` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
-        pub mode: ::std::option::Option<NodeModeValue>,
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::double_option",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub mode: ::std::option::Option<::std::option::Option<NodeModeValue>>,
     }
     impl ::idemgen_runtime::codegen::Validate for Node {
         fn validate(
@@ -208,7 +272,11 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Other {
         /// The `back` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub back: ::std::option::Option<::std::boxed::Box<Mutual>>,
     }
     /// The `Percent` schema.
@@ -265,13 +333,25 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Problem {
         /// The `type` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub r#type: ::std::option::Option<::std::string::String>,
         /// The `title` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub title: ::std::option::Option<::std::string::String>,
         /// The `status` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub status: ::std::option::Option<i64>,
     }
     /// The `Reading` schema.
@@ -282,7 +362,11 @@ pub mod types {
         /// The `value` property.
         pub value: Percent,
         /// The `note` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub note: ::std::option::Option<::std::string::String>,
     }
     impl ::idemgen_runtime::codegen::Validate for Reading {
@@ -326,15 +410,27 @@ pub mod types {
         /// The `readings` property.
         pub readings: ::std::vec::Vec<Reading>,
         /// The `labels` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub labels: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `scale` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
-        pub scale: ::std::option::Option<f64>,
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::double_option",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub scale: ::std::option::Option<::std::option::Option<f64>>,
         /// The `tree` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub tree: ::std::option::Option<Node>,
     }
     impl ::idemgen_runtime::codegen::Validate for RecordReadingsRequestBody {
@@ -382,7 +478,7 @@ pub mod types {
                     "scale",
                 );
                 let value = &self.scale;
-                if let ::std::option::Option::Some(value) = value {
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
                     ::idemgen_runtime::codegen::check_minimum(
                         path,
                         *value,
@@ -548,14 +644,22 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct UntaggedVariant2 {
         /// The `x` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub x: ::std::option::Option<f64>,
     }
     /// The `Vec` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Vec {
         /// The `string` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub string: ::std::option::Option<String>,
     }
 }
@@ -619,7 +723,7 @@ impl ::idemgen_runtime::Encode for CreatePetResponse {
         }
     }
 }
-/// The error responses a handler of `createPet` (`POST /pets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `createPet` (`POST /pets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreatePetError {
@@ -793,7 +897,7 @@ impl ::idemgen_runtime::Encode for UploadPhotoResponse {
         }
     }
 }
-/// The error responses a handler of `uploadPhoto` (`PUT /pets/{petId}/photo`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `uploadPhoto` (`PUT /pets/{petId}/photo`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum UploadPhotoError {
@@ -1149,9 +1253,10 @@ pub trait ShapesApi: ::std::marker::Send + ::std::marker::Sync + 'static {
     > + ::std::marker::Send;
 }
 /// The axum router serving every operation of `server`'s API through the runtime's
-/// request pipeline: authentication (401), the body limit (413), parameters and body
-/// (400), the idempotency key (400), authorization on every attempt (403), then the
-/// handler (idempotent operations through the executor).
+/// request pipeline: authentication (401), the body limit (413), the media type (415),
+/// parameters and body (400), the idempotency key (400), authorization on every attempt
+/// (403), then the handler (idempotent operations through the executor). Unknown paths
+/// and methods are answered 404 and 405 problems.
 pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
     server: ::idemgen_runtime::Server<A, A::Store, Au>,
 ) -> ::axum::Router {
@@ -1180,5 +1285,7 @@ pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
                 ::idemgen_runtime::serve::plain::<GetTree, A, A::Store, Au>,
             ),
         )
+        .fallback(::idemgen_runtime::serve::not_found)
+        .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
         .with_state(server)
 }

@@ -67,8 +67,12 @@ pub mod types {
         /// The `items` property.
         pub items: ::std::vec::Vec<Widget>,
         /// The `next` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
-        pub next: ::std::option::Option<::std::string::String>,
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::double_option",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub next: ::std::option::Option<::std::option::Option<::std::string::String>>,
     }
     /// The `NewWidget` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
@@ -77,7 +81,11 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub color: ::std::option::Option<Color>,
     }
     impl ::idemgen_runtime::codegen::Validate for NewWidget {
@@ -107,10 +115,18 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishWidgetRequestBody` schema.
@@ -128,7 +144,11 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(default, skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
         pub color: ::std::option::Option<Color>,
         /// The `published` property.
         pub published: bool,
@@ -164,7 +184,7 @@ impl ::idemgen_runtime::Encode for CreateWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreateWidgetError {
@@ -283,7 +303,7 @@ impl ::idemgen_runtime::Encode for ListWidgetsResponse {
         }
     }
 }
-/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum ListWidgetsError {
@@ -393,7 +413,7 @@ impl ::idemgen_runtime::Encode for GetWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum GetWidgetError {
@@ -471,7 +491,7 @@ impl ::idemgen_runtime::Encode for DeleteWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 413 and 500) are not among them.
+/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum DeleteWidgetError {
@@ -565,7 +585,7 @@ impl ::idemgen_runtime::Encode for PublishWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 409, 410, 413, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum PublishWidgetError {
@@ -785,9 +805,10 @@ pub trait WidgetsApi: ::std::marker::Send + ::std::marker::Sync + 'static {
     > + ::std::marker::Send;
 }
 /// The axum router serving every operation of `server`'s API through the runtime's
-/// request pipeline: authentication (401), the body limit (413), parameters and body
-/// (400), the idempotency key (400), authorization on every attempt (403), then the
-/// handler (idempotent operations through the executor).
+/// request pipeline: authentication (401), the body limit (413), the media type (415),
+/// parameters and body (400), the idempotency key (400), authorization on every attempt
+/// (403), then the handler (idempotent operations through the executor). Unknown paths
+/// and methods are answered 404 and 405 problems.
 pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
     server: ::idemgen_runtime::Server<A, A::Store, Au>,
 ) -> ::axum::Router {
@@ -819,5 +840,7 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
                 ::idemgen_runtime::serve::idempotent::<PublishWidget, A, A::Store, Au>,
             ),
         )
+        .fallback(::idemgen_runtime::serve::not_found)
+        .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
         .with_state(server)
 }
