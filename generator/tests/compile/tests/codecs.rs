@@ -211,3 +211,32 @@ fn range_variants_refuse_a_status_outside_their_class() {
     };
     assert!(ranged.encode().is_err());
 }
+
+/// `Dog.owner_id` is optional and nullable: absent, `null` and a value are three requests, and
+/// each serialises back as it came. `Dog.born` is optional, not nullable: `null` is refused.
+#[test]
+fn null_and_absent_stay_apart_where_the_schema_allows_both() {
+    let dog = |extra: &str| {
+        serde_json::from_str::<shapes::types::Dog>(&format!(
+            r#"{{"kind":"dog","name":"Rex","good":true{extra}}}"#
+        ))
+    };
+    let absent = dog("").unwrap();
+    let null = dog(r#","owner_id":null"#).unwrap();
+    let set = dog(r#","owner_id":"6a2f41a3-c54c-4ce8-82d2-0324e1c32e22""#).unwrap();
+    assert_eq!(absent.owner_id, None);
+    assert_eq!(null.owner_id, Some(None));
+    assert!(matches!(set.owner_id, Some(Some(_))));
+    assert!(
+        serde_json::to_value(&absent)
+            .unwrap()
+            .get("owner_id")
+            .is_none()
+    );
+    assert_eq!(
+        serde_json::to_value(&null).unwrap()["owner_id"],
+        serde_json::Value::Null
+    );
+    let refused = dog(r#","born":null"#).unwrap_err();
+    assert!(refused.to_string().contains("null"), "{refused}");
+}
