@@ -5,7 +5,7 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
-use crate::ir::types::{Field, TypeDef, TypeKind, TypeRef, UnionVariant};
+use crate::ir::types::{Field, TypeDef, TypeKind, TypeRef, UnionVariant, Usage};
 
 use super::doc_attrs;
 
@@ -47,6 +47,8 @@ pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
 /// The items for one type definition.
 pub fn type_def(def: &TypeDef) -> TokenStream {
     let name = ident(&def.name);
+    let usage = def.usage;
+    let serde = serde_derives(usage);
     let doc = doc_attrs(
         def.doc
             .as_deref()
@@ -67,7 +69,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             extra,
             ..
         } => {
-            let fields: Vec<TokenStream> = fields.iter().map(struct_field).collect();
+            let fields: Vec<TokenStream> = fields.iter().map(|f| struct_field(f, usage)).collect();
             let extra = extra.as_ref().map(|value| {
                 let value = rust_type(value, &here);
                 let name = format_ident!("additional_properties");
@@ -77,11 +79,11 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                     pub #name: ::std::collections::BTreeMap<::std::string::String, #value>,
                 }
             });
-            let deny =
-                (*deny_unknown && extra.is_none()).then(|| quote!(#[serde(deny_unknown_fields)]));
+            let deny = (*deny_unknown && extra.is_none() && usage.deserialize)
+                .then(|| quote!(#[serde(deny_unknown_fields)]));
             quote! {
                 #doc
-                #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+                #[derive(Debug, Clone, PartialEq, #serde)]
                 #deny
                 pub struct #name {
                     #(#fields)*
@@ -99,7 +101,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             let type_name = Literal::string(&def.name);
             quote! {
                 #doc
-                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
+                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, #serde)]
                 #[allow(clippy::enum_variant_names)]
                 pub enum #name {
                     #(
@@ -139,11 +141,21 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
         TypeKind::Union {
             discriminator,
             variants,
-        } => union(&name, doc, discriminator.as_deref(), variants),
+        } => union(&name, doc, discriminator.as_deref(), variants, usage),
     }
 }
 
-fn struct_field(field: &Field) -> TokenStream {
+/// The serde derives a type needs: `Serialize` where it is sent, `Deserialize` where it is read.
+fn serde_derives(usage: Usage) -> TokenStream {
+    match (usage.serialize, usage.deserialize) {
+        (true, true) => quote!(::serde::Serialize, ::serde::Deserialize),
+        (true, false) => quote!(::serde::Serialize),
+        // Never neither: a type no operation uses gets both.
+        _ => quote!(::serde::Deserialize),
+    }
+}
+
+fn struct_field(field: &Field, usage: Usage) -> TokenStream {
     let name = ident(&field.name);
     let here = TokenStream::new();
     let ty = rust_type(&field.field_type(), &here);
@@ -164,7 +176,11 @@ fn struct_field(field: &Field) -> TokenStream {
         } else {
             "::idemgen_runtime::codegen::deserialize_some"
         };
-        quote!(#[serde(default, deserialize_with = #deserialize, skip_serializing_if = "::std::option::Option::is_none")])
+        match (usage.serialize, usage.deserialize) {
+            (true, true) => quote!(#[serde(default, deserialize_with = #deserialize, skip_serializing_if = "::std::option::Option::is_none")]),
+            (true, false) => quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")]),
+            _ => quote!(#[serde(default, deserialize_with = #deserialize)]),
+        }
     });
     quote! {
         #doc
@@ -179,6 +195,7 @@ fn union(
     doc: TokenStream,
     discriminator: Option<&str>,
     variants: &[UnionVariant],
+    usage: Usage,
 ) -> TokenStream {
     let here = TokenStream::new();
     let names: Vec<_> = variants.iter().map(|v| ident(&v.name)).collect();
@@ -198,10 +215,12 @@ fn union(
             })
         })
         .collect();
-    let Some(property) = discriminator else {
+    let Some(property) = discriminator.filter(|_| usage.deserialize) else {
+        // Untagged both ways; a discriminated union that is only sent serialises untagged too.
+        let serde = serde_derives(usage);
         return quote! {
             #doc
-            #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+            #[derive(Debug, Clone, PartialEq, #serde)]
             #[serde(untagged)]
             #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
             pub enum #name {
@@ -227,10 +246,12 @@ fn union(
         .flat_map(|v| v.tags.iter().map(|t| format!("`{t}`")))
         .collect::<Vec<_>>()
         .join(", ");
+    let serialize = usage.serialize.then(|| quote!(::serde::Serialize));
+    let untagged = usage.serialize.then(|| quote!(#[serde(untagged)]));
     quote! {
         #doc
-        #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
-        #[serde(untagged)]
+        #[derive(Debug, Clone, PartialEq, #serialize)]
+        #untagged
         #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
         pub enum #name {
             #(

@@ -360,13 +360,81 @@ impl Api {
                     })
             });
         }
+        let mut types = space.finish();
+        mark_usage(&operations, &mut types);
         Api {
             title,
             trait_name,
             operations,
-            types: space.finish(),
+            types,
             key_header: key_header.to_ascii_lowercase(),
         }
+    }
+}
+
+/// Sets every type's [`types::Usage`] from where the operations use it: parameters and request
+/// bodies are deserialised, responses and semantic inputs serialised; the types they hold inherit
+/// the direction. Types no operation reaches get both.
+fn mark_usage(operations: &[OperationIr], types: &mut [TypeDef]) {
+    let index: std::collections::HashMap<String, usize> = types
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.clone(), i))
+        .collect();
+    let mut requests = Vec::new();
+    let mut responses = Vec::new();
+    for op in operations {
+        for p in &op.params {
+            types::named_in(&p.ty, &mut requests);
+        }
+        if let Some(BodyKind::Json(ty)) = op.body.as_ref().map(|b| &b.kind) {
+            types::named_in(ty, &mut requests);
+            if op.is_idempotent() {
+                types::named_in(ty, &mut responses);
+            }
+        }
+        if op.is_idempotent() {
+            for p in op
+                .params
+                .iter()
+                .filter(|p| p.location != ParamLocation::Header)
+            {
+                types::named_in(&p.ty, &mut responses);
+            }
+        }
+        for r in &op.responses {
+            if let Some(BodyKind::Json(ty)) = r.body.as_ref().map(|b| &b.kind) {
+                types::named_in(ty, &mut responses);
+            }
+        }
+    }
+    let reach = |roots: Vec<String>, types: &[TypeDef]| {
+        let mut seen = vec![false; types.len()];
+        let mut stack = roots;
+        while let Some(name) = stack.pop() {
+            let Some(&i) = index.get(&name) else { continue };
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            stack.extend(types[i].holds());
+        }
+        seen
+    };
+    let de = reach(requests, types);
+    let ser = reach(responses, types);
+    // A type no operation uses is for the user, both ways, and so is everything it holds.
+    let unused: Vec<String> = types
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !de[*i] && !ser[*i])
+        .map(|(_, d)| d.name.clone())
+        .collect();
+    let both = reach(unused, types);
+    for (i, def) in types.iter_mut().enumerate() {
+        def.usage = types::Usage {
+            serialize: ser[i] || both[i],
+            deserialize: de[i] || both[i],
+        };
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use crate::loader::{LoadedSpec, Node, NodeRef, RefTarget, Value};
+use crate::loader::{FileId, LoadedSpec, Node, NodeRef, RefTarget, Value};
 
 use super::names::{Namespace, snake_name, type_name};
 
@@ -85,6 +85,56 @@ pub struct TypeDef {
     /// Whether values of this struct or union have anything to validate (their own fields'
     /// keywords, or a type they hold that does): the emitter implements `Validate` for these.
     pub validated: bool,
+    /// How the generated code uses the type: it derives `Serialize` and `Deserialize` only where
+    /// they are needed (set by `Api::from_spec`).
+    pub usage: Usage,
+}
+
+/// Which directions a type is converted in: deserialised from requests (parameters, bodies),
+/// serialised into responses and fingerprints. A component no operation uses gets both: it is
+/// part of the spec's API, for the team to use as it likes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// `Serialize`: in a response, or in an idempotent operation's semantic input.
+    pub serialize: bool,
+    /// `Deserialize`: in a request's parameters or body.
+    pub deserialize: bool,
+}
+
+/// The named types `ty` holds directly (through `Option`, `Box`, `Vec`, maps).
+pub fn named_in(ty: &TypeRef, out: &mut Vec<String>) {
+    match ty {
+        TypeRef::Named(n) => out.push(n.clone()),
+        TypeRef::Option(t) | TypeRef::Boxed(t) | TypeRef::Vec(t) | TypeRef::Map(t) => {
+            named_in(t, out)
+        }
+        _ => {}
+    }
+}
+
+impl TypeDef {
+    /// The named types this type holds directly.
+    pub fn holds(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match &self.kind {
+            TypeKind::Struct { fields, extra, .. } => {
+                for f in fields {
+                    named_in(&f.ty, &mut out);
+                }
+                if let Some(extra) = extra {
+                    named_in(extra, &mut out);
+                }
+            }
+            TypeKind::Union { variants, .. } => {
+                for v in variants {
+                    named_in(&v.ty, &mut out);
+                }
+            }
+            TypeKind::Alias(t) => named_in(t, &mut out),
+            TypeKind::StringEnum { .. } => {}
+        }
+        out
+    }
 }
 
 /// The kinds of emitted type.
@@ -272,6 +322,10 @@ pub struct TypeSpace<'s> {
     spec: &'s LoadedSpec,
     defs: BTreeMap<String, TypeDef>,
     by_target: HashMap<RefTarget, String>,
+    /// Inline schemas (and components) by their structure, descriptions left out: a schema equal
+    /// to one already seen is that type again, not a copy of it.
+    /// The value: the type, and the name of its definition when it has one of its own.
+    by_shape: HashMap<String, (TypeRef, Option<String>)>,
     pending: VecDeque<(String, NodeRef<'s>)>,
     names: Namespace,
 }
@@ -287,6 +341,7 @@ impl<'s> TypeSpace<'s> {
             spec,
             defs: BTreeMap::new(),
             by_target: HashMap::new(),
+            by_shape: HashMap::new(),
             pending: VecDeque::new(),
             names: Namespace::default(),
         };
@@ -302,11 +357,33 @@ impl<'s> TypeSpace<'s> {
                     "#/components/schemas/{}",
                     crate::loader::pointer::escape(&key.text)
                 );
-                if let Ok(target) = spec.ref_target(root.file, &reference) {
-                    space.register(target, &key.text);
+                let Ok(target) = spec.ref_target(root.file, &reference) else {
+                    continue;
+                };
+                let name = space.register(target.clone(), &key.text);
+                let node = spec
+                    .document(target.file)
+                    .and_then(|doc| crate::loader::pointer::lookup(doc, &target.pointer));
+                if let Some(node) = node
+                    && node.ref_target().is_none()
+                    && matches!(shape_of(node), Shape::Defined)
+                    && !is_nullable(node)
+                {
+                    // An inline schema written out exactly like a component is that component.
+                    let key = space.shape_key(NodeRef {
+                        file: target.file,
+                        node,
+                    });
+                    space
+                        .by_shape
+                        .entry(key)
+                        .or_insert((TypeRef::Named(name.clone()), Some(name)));
                 }
             }
         }
+        // Components first, in document order: the schemas inside them are named from them,
+        // whatever order operations come in.
+        space.drain();
         space
     }
 
@@ -465,18 +542,123 @@ impl<'s> TypeSpace<'s> {
             ),
             Shape::Json => TypeRef::Json,
             Shape::Defined => {
-                let name = self.names.claim(&type_name(hint));
+                let key = self.shape_key(at);
+                let hint = match at.node.get("title").and_then(Node::as_str) {
+                    Some(title) if !type_name(title).is_empty() => type_name(title),
+                    _ => type_name(hint),
+                };
+                if let Some(seen) = self.by_shape.get(&key).cloned() {
+                    // The same structure seen before (a component or an earlier inline schema):
+                    // that type, not a copy of it. The name this copy would have had stays
+                    // usable, as an alias, so sharing (or a new operation taking the first
+                    // place) never takes a name away.
+                    let (seen, canonical) = seen;
+                    if let Some(canonical) = canonical
+                        && canonical != hint
+                        && !self.names.contains(&hint)
+                    {
+                        let alias = self.names.claim(&hint);
+                        self.defs.insert(
+                            alias.clone(),
+                            TypeDef {
+                                name: alias,
+                                doc: Some(format!("The same schema as [`{canonical}`].")),
+                                kind: TypeKind::Alias(TypeRef::Named(canonical.clone())),
+                                checks: Checks::default(),
+                                validated: false,
+                                usage: Usage::default(),
+                            },
+                        );
+                    }
+                    return seen;
+                }
+                let name = self.names.claim(&hint);
                 let def = self.define(&name, at, depth + 1);
-                if let TypeKind::Alias(target) = &def.kind {
+                let (ty, named) = if let TypeKind::Alias(target) = &def.kind {
                     // An inline schema that is just another type needs no name.
                     let target = target.clone();
-                    return if nullable { target.nullable() } else { target };
-                }
-                self.defs.insert(name.clone(), def);
-                TypeRef::Named(name)
+                    (if nullable { target.nullable() } else { target }, None)
+                } else {
+                    self.defs.insert(name.clone(), def);
+                    let ty = TypeRef::Named(name.clone());
+                    (if nullable { ty.nullable() } else { ty }, Some(name))
+                };
+                self.by_shape.insert(key, (ty.clone(), named));
+                return ty;
             }
         };
         if nullable { ty.nullable() } else { ty }
+    }
+
+    /// The structure of a schema as one string: every keyword that shapes the generated type or
+    /// its checks, in source order, with `$ref`s replaced by the schema they point to and
+    /// annotations (descriptions, titles, examples, extensions, …) left out. Two schemas with
+    /// the same key generate the same type.
+    fn shape_key(&self, at: NodeRef<'s>) -> String {
+        let mut out = String::new();
+        self.write_shape(at.file, at.node, &mut out);
+        out
+    }
+
+    fn write_shape(&self, file: FileId, node: &Node, out: &mut String) {
+        use std::fmt::Write as _;
+        match &node.value {
+            Value::Seq(items) => {
+                out.push('[');
+                for item in items {
+                    self.write_shape(file, item, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            Value::Map(map) => {
+                out.push('{');
+                for (key, value) in map.entries() {
+                    let k = key.text.as_str();
+                    if is_annotation(k) {
+                        continue;
+                    }
+                    if k == "$ref"
+                        && let Some(reference) = value.as_str()
+                    {
+                        match self.spec.ref_target(file, reference) {
+                            Ok(target) => {
+                                let _ = write!(out, "$ref={}#{:?},", target.file.0, target.pointer);
+                            }
+                            Err(_) => {
+                                let _ = write!(out, "$ref?{reference:?},");
+                            }
+                        }
+                        continue;
+                    }
+                    if matches!(
+                        k,
+                        "properties" | "patternProperties" | "$defs" | "definitions"
+                    ) && let Some(properties) = value.as_map()
+                    {
+                        // Names are data here, not keywords: none is left out.
+                        let _ = write!(out, "{k}={{");
+                        for (name, schema) in properties.entries() {
+                            let _ = write!(out, "{:?}:", name.text);
+                            self.write_shape(file, schema, out);
+                            out.push(',');
+                        }
+                        out.push_str("},");
+                        continue;
+                    }
+                    let _ = write!(out, "{k:?}=");
+                    if matches!(k, "enum" | "const") {
+                        // Values, not schemas: written whole.
+                        write_value(value, out);
+                    } else {
+                        self.write_shape(file, value, out);
+                    }
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            _ => write_value(node, out),
+        }
     }
 
     /// The definition of a named schema.
@@ -493,6 +675,7 @@ impl<'s> TypeSpace<'s> {
             kind,
             checks,
             validated: false,
+            usage: Usage::default(),
         }
     }
 
@@ -526,6 +709,7 @@ impl<'s> TypeSpace<'s> {
                         kind,
                         checks: Checks::default(),
                         validated: false,
+                        usage: Usage::default(),
                     },
                 );
                 return TypeKind::Alias(TypeRef::Named(inner).nullable());
@@ -780,7 +964,8 @@ enum Shape<'n> {
     Map(Option<&'n Node>),
     /// A `oneOf`/`anyOf` whose only non-null alternative is this one.
     Nullable(&'n Node),
-    /// An `allOf` with one member and nothing else: that member.
+    /// A `oneOf`/`anyOf`/`allOf` with one alternative (no `null` beside it) and nothing else:
+    /// that alternative, no looser.
     SingleAllOf(&'n Node),
     Json,
     /// Needs a named definition: object with properties, string enum, union, merged allOf.
@@ -789,10 +974,14 @@ enum Shape<'n> {
 
 fn shape_of(node: &Node) -> Shape<'_> {
     if let Some(members) = union_members(node) {
+        let count = members.len();
         let non_null: Vec<&Node> = members.into_iter().filter(|n| !is_null(n)).collect();
         return match non_null.as_slice() {
             [] => Shape::Json,
-            [one] => Shape::Nullable(one),
+            // `anyOf: [X, {type: null}]`: X or null.
+            [one] if count > 1 => Shape::Nullable(one),
+            // `anyOf: [X]`: exactly X (an `Option` would accept a null the schema forbids).
+            [one] => Shape::SingleAllOf(one),
             _ => Shape::Defined,
         };
     }
@@ -851,6 +1040,62 @@ fn shape_of(node: &Node) -> Shape<'_> {
             }
         }
         _ => Shape::Json,
+    }
+}
+
+/// Keywords that describe a schema without changing the values it accepts or the type
+/// generated for it.
+fn is_annotation(keyword: &str) -> bool {
+    keyword.starts_with("x-")
+        || matches!(
+            keyword,
+            "description"
+                | "title"
+                | "example"
+                | "examples"
+                | "externalDocs"
+                | "xml"
+                | "deprecated"
+                | "readOnly"
+                | "writeOnly"
+                | "$comment"
+                | "summary"
+                | "default"
+        )
+}
+
+/// A data value (`enum`, `const`, `default`) written whole, every key kept.
+fn write_value(node: &Node, out: &mut String) {
+    use std::fmt::Write as _;
+    match &node.value {
+        Value::Seq(items) => {
+            out.push('[');
+            for item in items {
+                write_value(item, out);
+                out.push(',');
+            }
+            out.push(']');
+        }
+        Value::Map(map) => {
+            out.push('{');
+            for (key, value) in map.entries() {
+                let _ = write!(out, "{:?}:", key.text);
+                write_value(value, out);
+                out.push(',');
+            }
+            out.push('}');
+        }
+        Value::Null => out.push('~'),
+        Value::Bool(b) => out.push(if *b { 'T' } else { 'F' }),
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::Float(f) => {
+            let _ = write!(out, "{f:?}");
+        }
+        Value::Str(s) => {
+            let _ = write!(out, "{s:?}");
+        }
     }
 }
 

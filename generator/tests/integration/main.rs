@@ -28,3 +28,5 @@ mod rules;
 mod sarif;
 /// Snapshots of the human and JSON output.
 mod snapshots;
+/// Types from schemas: one per structure, no looser than the schema, stable names.
+mod types;

@@ -93,7 +93,7 @@ pub mod types {
         }
     }
     /// The `Problem` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct Problem {
         /// The `type` property.
         pub r#type: ::std::string::String,
@@ -102,18 +102,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishRequest` schema.
@@ -141,81 +133,24 @@ pub mod types {
         }
     }
     /// The `Widget` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct Widget {
         /// The `id` property.
         pub id: ::uuid::Uuid,
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
-        pub color: ::std::option::Option<WidgetColor>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub color: ::std::option::Option<NewWidgetColor>,
         /// The `published` property.
         pub published: bool,
         /// The `created_at` property.
         pub created_at: ::chrono::DateTime<::chrono::Utc>,
     }
-    /// The `WidgetColor` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
-    #[allow(clippy::enum_variant_names)]
-    pub enum WidgetColor {
-        /// `red`.
-        #[serde(rename = "red")]
-        Red,
-        /// `green`.
-        #[serde(rename = "green")]
-        Green,
-        /// `blue`.
-        #[serde(rename = "blue")]
-        Blue,
-    }
-    impl WidgetColor {
-        /// The value as it is sent.
-        pub fn as_str(self) -> &'static str {
-            match self {
-                Self::Red => "red",
-                Self::Green => "green",
-                Self::Blue => "blue",
-            }
-        }
-    }
-    impl ::std::fmt::Display for WidgetColor {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-            f.write_str(self.as_str())
-        }
-    }
-    impl ::std::str::FromStr for WidgetColor {
-        type Err = ::idemgen_runtime::UnknownValue;
-        fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
-            match value {
-                "red" => ::std::result::Result::Ok(Self::Red),
-                "green" => ::std::result::Result::Ok(Self::Green),
-                "blue" => ::std::result::Result::Ok(Self::Blue),
-                _ => {
-                    ::std::result::Result::Err(
-                        ::idemgen_runtime::UnknownValue::new("WidgetColor", value),
-                    )
-                }
-            }
-        }
-    }
+    /// The same schema as [`NewWidgetColor`].
+    pub type WidgetColor = NewWidgetColor;
     /// The `WidgetList` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct WidgetList {
         /// The `items` property.
         pub items: ::std::vec::Vec<Widget>,

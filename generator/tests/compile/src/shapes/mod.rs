@@ -51,6 +51,16 @@ pub mod types {
         )]
         pub self_: ::std::option::Option<bool>,
     }
+    /// Contact card
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct ContactCard {
+        /// The `email` property.
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
+        )]
+        pub email: ::std::option::Option<::std::string::String>,
+    }
     /// The `Dog` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Dog {
@@ -266,6 +276,53 @@ pub mod types {
             }
         }
     }
+    /// The same schema as [`OpenShelterRequestBodyAddress`].
+    pub type OpenShelter200Response = OpenShelterRequestBodyAddress;
+    /// The `OpenShelterRequestBody` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct OpenShelterRequestBody {
+        /// The `residents` property.
+        pub residents: ::std::vec::Vec<Cat>,
+        /// The `keeper` property.
+        pub keeper: Dog,
+        /// Where the shelter is.
+        pub address: OpenShelterRequestBodyAddress,
+        /// Where its letters go (the same shape).
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
+        )]
+        pub mailing: ::std::option::Option<OpenShelterRequestBodyAddress>,
+        /// Contact card
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
+        )]
+        pub contact: ::std::option::Option<ContactCard>,
+        /// The `problem` property.
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
+        )]
+        pub problem: ::std::option::Option<Problem>,
+    }
+    /// Where the shelter is.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    pub struct OpenShelterRequestBodyAddress {
+        /// The `street` property.
+        pub street: ::std::string::String,
+        /// The `zip` property.
+        #[serde(
+            default,
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        pub zip: ::std::option::Option<::std::string::String>,
+    }
+    /// The same schema as [`OpenShelterRequestBodyAddress`].
+    pub type OpenShelterRequestBodyMailing = OpenShelterRequestBodyAddress;
+    /// The same schema as [`Problem`].
+    pub type OpenShelterRequestBodyProblem = Problem;
     /// The `Option` schema.
     pub type Option = ::std::string::String;
     /// The `Other` schema.
@@ -355,7 +412,7 @@ pub mod types {
         pub status: ::std::option::Option<i64>,
     }
     /// The `Reading` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
     pub struct Reading {
         /// The `at` property.
         pub at: ::chrono::DateTime<::chrono::Utc>,
@@ -364,8 +421,7 @@ pub mod types {
         /// The `note` property.
         #[serde(
             default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
         )]
         pub note: ::std::option::Option<::std::string::String>,
     }
@@ -405,31 +461,25 @@ pub mod types {
         }
     }
     /// The `RecordReadingsRequestBody` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
     pub struct RecordReadingsRequestBody {
         /// The `readings` property.
         pub readings: ::std::vec::Vec<Reading>,
         /// The `labels` property.
         #[serde(
             default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
         )]
         pub labels: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `scale` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, deserialize_with = "::idemgen_runtime::codegen::double_option")]
         pub scale: ::std::option::Option<::std::option::Option<f64>>,
         /// The `tree` property.
         #[serde(
             default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
+            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
         )]
         pub tree: ::std::option::Option<Node>,
     }
@@ -1113,6 +1163,67 @@ impl<A: ShapesApi> ::idemgen_runtime::PlainEndpoint<A> for RecordReadings {
         api.record_readings(principal, request)
     }
 }
+/// The request of `openShelter` (`POST /shelters`): its parameters and body, parsed and validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenShelterRequest {
+    /// The request body (`application/json`).
+    pub body: types::OpenShelterRequestBody,
+}
+/// The successful responses of `openShelter` (`POST /shelters`): one variant per declared 2xx status.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum OpenShelterResponse {
+    /// 200: Opened, at this address.
+    Status200(types::OpenShelterRequestBodyAddress),
+}
+impl ::idemgen_runtime::Encode for OpenShelterResponse {
+    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+        match self {
+            Self::Status200(body) => {
+                ::idemgen_runtime::codegen::json(200, "application/json", &body)
+            }
+        }
+    }
+}
+/// `openShelter` (`POST /shelters`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
+pub type OpenShelterError = ::idemgen_runtime::NoDeclaredError;
+/// `openShelter` (`POST /shelters`): Single alternatives, and inline schemas that are one type.. Describes the operation to the runtime's request pipeline.
+#[derive(Debug)]
+pub struct OpenShelter;
+impl ::idemgen_runtime::Operation for OpenShelter {
+    const ID: &'static str = "openShelter";
+    const HAS_BODY: bool = true;
+    type Request = OpenShelterRequest;
+    type Response = OpenShelterResponse;
+    type Error = OpenShelterError;
+    fn extract(
+        parts: &::idemgen_runtime::RequestParts,
+    ) -> ::idemgen_runtime::codegen::Extracted<OpenShelterRequest> {
+        ::std::result::Result::Ok(OpenShelterRequest {
+            body: parts.json_body()?,
+        })
+    }
+}
+impl<A: ShapesApi> ::idemgen_runtime::PlainEndpoint<A> for OpenShelter {
+    fn authorize(
+        api: &A,
+        principal: &::idemgen_runtime::Principal,
+        request: &OpenShelterRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::idemgen_runtime::Authorization,
+    > + ::std::marker::Send {
+        api.authorize_open_shelter(principal, request)
+    }
+    fn handle(
+        api: &A,
+        principal: &::idemgen_runtime::Principal,
+        request: OpenShelterRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::idemgen_runtime::HandlerResult<OpenShelter>,
+    > + ::std::marker::Send {
+        api.open_shelter(principal, request)
+    }
+}
 /// The request of `GET /tree` (`GET /tree`): its parameters and body, parsed and validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GetTreeRequest {}
@@ -1232,6 +1343,24 @@ pub trait ShapesApi: ::std::marker::Send + ::std::marker::Sync + 'static {
     ) -> impl ::std::future::Future<
         Output = ::idemgen_runtime::HandlerResult<RecordReadings>,
     > + ::std::marker::Send;
+    /// Decides whether `principal` may attempt `openShelter` (`POST /shelters`). Runs on every attempt, replays included, before anything is executed or replayed; `Err` is answered as is (a 403 problem, usually). A write has no default: forgetting its authorization does not compile.
+    fn authorize_open_shelter(
+        &self,
+        principal: &::idemgen_runtime::Principal,
+        request: &OpenShelterRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::idemgen_runtime::Authorization,
+    > + ::std::marker::Send;
+    /// Single alternatives, and inline schemas that are one type.
+    ///
+    /// Handles `openShelter` (`POST /shelters`).
+    fn open_shelter(
+        &self,
+        principal: &::idemgen_runtime::Principal,
+        request: OpenShelterRequest,
+    ) -> impl ::std::future::Future<
+        Output = ::idemgen_runtime::HandlerResult<OpenShelter>,
+    > + ::std::marker::Send;
     /// Decides whether `principal` may read `GET /tree` (`GET /tree`); every caller may unless overridden. `Err` is answered as is (a 403 problem, usually).
     fn authorize_get_tree(
         &self,
@@ -1277,6 +1406,12 @@ pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
             "/readings",
             ::axum::routing::post(
                 ::idemgen_runtime::serve::plain::<RecordReadings, A, A::Store, Au>,
+            ),
+        )
+        .route(
+            "/shelters",
+            ::axum::routing::post(
+                ::idemgen_runtime::serve::plain::<OpenShelter, A, A::Store, Au>,
             ),
         )
         .route(

@@ -62,16 +62,12 @@ pub mod types {
         }
     }
     /// The `ListWidgets200Response` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct ListWidgets200Response {
         /// The `items` property.
         pub items: ::std::vec::Vec<Widget>,
         /// The `next` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub next: ::std::option::Option<::std::option::Option<::std::string::String>>,
     }
     /// The `NewWidget` schema.
@@ -106,7 +102,7 @@ pub mod types {
         }
     }
     /// The `Problem` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct Problem {
         /// The `type` property.
         pub r#type: ::std::string::String,
@@ -115,18 +111,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishWidgetRequestBody` schema.
@@ -137,18 +125,14 @@ pub mod types {
         pub channel: ::std::string::String,
     }
     /// The `Widget` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct Widget {
         /// The `id` property.
         pub id: ::uuid::Uuid,
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub color: ::std::option::Option<Color>,
         /// The `published` property.
         pub published: bool,
