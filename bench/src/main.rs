@@ -4,6 +4,8 @@
 //! harness's throwaway cluster when `DATABASE_URL` is unset), so the ratios compare like with like:
 //!
 //! * `plain_create` — the business insert in a transaction, no idempotency (the floor);
+//! * `plain_plus_row` — the same transaction writing one more keyed row (a second floor: what
+//!   "idempotency is one more row" would cost at best);
 //! * `idempotent_create_claim` — the executor, separate-claim strategy (claim commits on its own);
 //! * `idempotent_create_claim_async` — the same, with the claim statement's commit not waiting
 //!   for its WAL flush (`synchronous_commit = off` on the claim pool; protocol.md argues why
@@ -46,6 +48,9 @@ struct Args {
     /// Client counts.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
     clients: Vec<usize>,
+    /// Run only these scenarios (besides the two floors, which every ratio needs).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -60,6 +65,7 @@ struct ScenarioResult {
     statements_per_request: Option<f64>,
     wal_flushes_per_request: f64,
     ratio_to_plain: Option<f64>,
+    ratio_to_plus_row: Option<f64>,
     /// `same_key_storm` only: committed business writes per key (must be 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     writes_per_key: Option<f64>,
@@ -286,9 +292,33 @@ impl Bench {
             },
             wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
             ratio_to_plain: None,
+            ratio_to_plus_row: None,
             writes_per_key: None,
             settle_ms: None,
         })
+    }
+
+    /// The plain create plus one more row with a unique key in the same transaction.
+    async fn plain_plus_row(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.pool(clients, false).await?;
+        let p = pool.clone();
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let op: Op = Arc::new(move |c, n| {
+            let (p, key) = (p.clone(), format!("{run}-{n}"));
+            Box::pin(async move {
+                let owner = format!("owner-{c}");
+                let mut tx = p.begin().await?;
+                insert_thing(&mut tx, &owner).await?;
+                sqlx::query("INSERT INTO plain_keys (owner, key) VALUES ($1, $2)")
+                    .bind(&owner)
+                    .bind(&key)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
+            })
+        });
+        self.measure("plain_plus_row", clients, &[pool], op).await
     }
 
     async fn plain(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
@@ -414,6 +444,7 @@ impl Bench {
             statements_per_request: None,
             wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
             ratio_to_plain: None,
+            ratio_to_plus_row: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
             settle_ms: Some(percentile(&settle, 0.5)),
         })
@@ -422,12 +453,12 @@ impl Bench {
 
 fn markdown(report: &Report) -> String {
     let mut out = String::from(
-        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | × plain | writes/key |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | × plain | × plain_plus_row | writes/key |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in &report.scenarios {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} | {} |\n",
             s.name,
             s.clients,
             s.throughput_rps,
@@ -438,6 +469,8 @@ fn markdown(report: &Report) -> String {
                 .map_or("–".into(), |v| format!("{v:.2}")),
             s.wal_flushes_per_request,
             s.ratio_to_plain.map_or("–".into(), |v| format!("{v:.2}")),
+            s.ratio_to_plus_row
+                .map_or("–".into(), |v| format!("{v:.2}")),
             s.writes_per_key.map_or("–".into(), |v| format!("{v:.2}")),
         ));
     }
@@ -477,6 +510,8 @@ async fn main() -> anyhow::Result<()> {
                                   created_at timestamptz NOT NULL DEFAULT now())",
         )
         .await?;
+        conn.execute("CREATE TABLE plain_keys (owner text, key text, PRIMARY KEY (owner, key))")
+            .await?;
         let _ = conn
             .execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             .await;
@@ -491,37 +526,36 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("bench: {clients} client(s)");
         let plain = bench.plain(clients).await.context("plain_create")?;
         let plain_rps = plain.throughput_rps;
-        let mut group = vec![
-            plain,
-            bench
-                .idempotent(
-                    "idempotent_create_claim",
-                    clients,
-                    Strategy::SeparateClaim,
-                    false,
-                )
-                .await?,
-            bench
-                .idempotent(
-                    "idempotent_create_claim_async",
-                    clients,
-                    Strategy::SeparateClaim,
-                    true,
-                )
-                .await?,
-            bench
-                .idempotent(
-                    "idempotent_create_in_tx",
-                    clients,
-                    Strategy::InTransaction,
-                    false,
-                )
-                .await?,
-            bench.replay(clients).await?,
-            bench.storm(clients).await?,
-        ];
+        let plus_row = bench
+            .plain_plus_row(clients)
+            .await
+            .context("plain_plus_row")?;
+        let plus_row_rps = plus_row.throughput_rps;
+        let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let mut group = vec![plain, plus_row];
+        for (name, strategy, async_claim) in [
+            ("idempotent_create_claim", Strategy::SeparateClaim, false),
+            ("idempotent_create_claim_async", Strategy::SeparateClaim, true),
+            ("idempotent_create_in_tx", Strategy::InTransaction, false),
+        ] {
+            if wanted(name) {
+                group.push(
+                    bench
+                        .idempotent(name, clients, strategy, async_claim)
+                        .await
+                        .context(name)?,
+                );
+            }
+        }
+        if wanted("replay") {
+            group.push(bench.replay(clients).await.context("replay")?);
+        }
+        if wanted("same_key_storm") {
+            group.push(bench.storm(clients).await.context("same_key_storm")?);
+        }
         for s in &mut group {
             s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
+            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
         }
         scenarios.extend(group);
     }

@@ -7,8 +7,11 @@
 //! 3. store only 2xx results; anything else rolls back and releases the claim;
 //! 4. a lost commit acknowledgement is reconciled by reading the record back on the writer.
 //!
-//! The in-transaction strategy inserts the reservation inside the business transaction instead.
-//! Attempts run in their own task, so a client that disconnects does not cancel a write halfway.
+//! The in-transaction strategy writes the record once instead: its transaction opens behind the
+//! key's gate (an advisory lock and a look for a record, in the round trip of `BEGIN`), the handler
+//! runs, and the completed record is inserted before the commit; the primary key stays the final
+//! arbiter. Attempts run in their own task, so a client that disconnects does not cancel a write
+//! halfway.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,7 +24,7 @@ use tracing::Instrument;
 use crate::fingerprint::Fingerprint;
 use crate::problem::{Problem, ProblemKind};
 use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
-use crate::store::{ClaimOutcome, ClaimRequest, CommitError, Store, StoreError};
+use crate::store::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 
 /// Where the reservation of a key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,9 +33,10 @@ pub enum Strategy {
     /// see it at once and never hold a connection while the first attempt runs.
     #[default]
     SeparateClaim,
-    /// The reservation is inserted inside the business transaction: one commit per request;
-    /// a duplicate of a key held by an unfinished transaction is turned away by an advisory lock
-    /// (it polls without a connection, then 409); a rollback leaves no reservation.
+    /// The record is written once, completed, inside the business transaction: one commit per
+    /// request; a duplicate of a key held by an unfinished transaction is turned away by the
+    /// key's gate, an advisory lock (it polls without a connection, then 409); a rollback leaves
+    /// nothing behind.
     InTransaction,
 }
 
@@ -187,6 +191,16 @@ impl TxHandle<crate::store::PgStore> {
     }
 }
 
+/// How an attempt holds its key while the handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// A claim committed apart (separate-claim strategy, or a takeover): completed by an update
+    /// guarded by the token, released when the attempt does not complete.
+    Claim,
+    /// The gate of its transaction (in-transaction strategy): the record is inserted completed.
+    Gate,
+}
+
 /// How an attempt ended, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
@@ -319,6 +333,21 @@ impl<S: Store> Executor<S> {
         }
     }
 
+    fn claim_request<'r>(
+        &self,
+        request: &'r IdempotentRequest,
+        token: ClaimToken,
+    ) -> ClaimRequest<'r> {
+        ClaimRequest {
+            scope: &request.scope,
+            fingerprint: &request.fingerprint,
+            fingerprint_version: request.fingerprint_version,
+            token,
+            stale_after: self.config.stale_claim,
+            retention: request.retention.or(self.config.retention),
+        }
+    }
+
     async fn run_separate<R, E, F>(
         &self,
         request: IdempotentRequest,
@@ -329,13 +358,7 @@ impl<S: Store> Executor<S> {
         R: ResponseCodec,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
-        let claim = ClaimRequest {
-            scope: &request.scope,
-            fingerprint: &request.fingerprint,
-            fingerprint_version: request.fingerprint_version,
-            token,
-            stale_after: self.config.stale_claim,
-        };
+        let claim = self.claim_request(&request, token);
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
         let taken_over = loop {
@@ -347,11 +370,6 @@ impl<S: Store> Executor<S> {
                         return Ok(replay);
                     }
                 }
-                // A key reserved by an unfinished in-transaction attempt (mixed strategies).
-                ClaimOutcome::Busy if Instant::now() >= deadline => {
-                    return Err(Problem::new(ProblemKind::InFlight).into());
-                }
-                ClaimOutcome::Busy => {}
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(100));
@@ -363,7 +381,7 @@ impl<S: Store> Executor<S> {
                 return Err(unavailable(e).into());
             }
         };
-        self.run_reserved(&request, token, tx, taken_over, true, handler)
+        self.run_reserved(&request, token, tx, taken_over, Hold::Claim, handler)
             .await
     }
 
@@ -377,61 +395,57 @@ impl<S: Store> Executor<S> {
         R: ResponseCodec,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
-        let claim = ClaimRequest {
-            scope: &request.scope,
-            fingerprint: &request.fingerprint,
-            fingerprint_version: request.fingerprint_version,
-            token,
-            stale_after: self.config.stale_claim,
-        };
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
-        let (tx, taken_over) = loop {
-            let mut tx = self.store.begin().await.map_err(unavailable)?;
-            match self.store.reserve_in_tx(&mut tx, &claim).await {
-                Ok(ClaimOutcome::Claimed { taken_over }) => break (tx, taken_over),
-                Ok(ClaimOutcome::Existing(record)) => {
-                    let _ = self.store.rollback(tx).await;
+        let tx = loop {
+            let gate = {
+                let claim = self.claim_request(&request, token);
+                self.store.begin_gated(&claim).await.map_err(unavailable)?
+            };
+            match gate {
+                Gate::Open(tx) => break tx,
+                // Another attempt's transaction holds the key: wait without a connection, and
+                // answer 409 when the wait is over.
+                Gate::Busy if Instant::now() >= deadline => {
+                    return Err(Problem::new(ProblemKind::InFlight).into());
+                }
+                Gate::Busy | Gate::Existing(None) => {}
+                Gate::Existing(Some(record)) => {
+                    let same = record.fingerprint.as_ref() == Some(&request.fingerprint)
+                        && record.fingerprint_version == Some(request.fingerprint_version);
+                    if record.state == RecordState::Claimed && record.stale && same {
+                        // A stale claim committed apart (a separate-claim attempt that died):
+                        // take it over the way it was taken.
+                        return self.run_separate(request, token, handler).await;
+                    }
                     if let Some(replay) = self.judge(&request, record, deadline)? {
                         return Ok(replay);
                     }
-                }
-                Ok(ClaimOutcome::Busy) => {
-                    // Another attempt's transaction holds the key: give the connection back
-                    // while waiting, and answer 409 when the wait is over.
-                    let _ = self.store.rollback(tx).await;
-                    if Instant::now() >= deadline {
-                        return Err(Problem::new(ProblemKind::InFlight).into());
-                    }
-                }
-                Err(e) => {
-                    let _ = self.store.rollback(tx).await;
-                    return Err(unavailable(e).into());
                 }
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(100));
         };
-        self.run_reserved(&request, token, tx, taken_over, false, handler)
+        self.run_reserved(&request, token, tx, false, Hold::Gate, handler)
             .await
     }
 
     /// Steps 2 to 4 of an attempt that holds the key: run the handler in `tx`, complete the
-    /// record guarded by the token, commit. `claim_committed`: the claim was committed apart from
-    /// `tx` (separate-claim strategy) and must be released when the attempt does not complete.
+    /// record (guarded by the token, or inserted behind the gate), commit.
     async fn run_reserved<R, E, F>(
         &self,
         request: &IdempotentRequest,
         token: ClaimToken,
         tx: S::Tx,
         taken_over: bool,
-        claim_committed: bool,
+        hold: Hold,
         handler: F,
     ) -> Result<Outcome<R>, ExecuteError<E>>
     where
         R: ResponseCodec,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
+        let claim_committed = hold == Hold::Claim;
         let mut handle = TxHandle {
             tx,
             store: Arc::clone(&self.store),
@@ -464,22 +478,30 @@ impl<S: Store> Executor<S> {
                 return Err(problem.into());
             }
         };
-        let retention = request.retention.or(self.config.retention);
-        let completed = self
-            .store
-            .complete(
-                &mut tx,
-                &request.scope,
-                token,
-                &stored,
-                resource_ref.as_deref(),
-                retention,
-            )
-            .await;
+        let completed = match hold {
+            Hold::Claim => {
+                self.store
+                    .complete(
+                        &mut tx,
+                        &request.scope,
+                        token,
+                        &stored,
+                        resource_ref.as_deref(),
+                    )
+                    .await
+            }
+            Hold::Gate => {
+                let claim = self.claim_request(request, token);
+                self.store
+                    .insert_completed(&mut tx, &claim, &stored, resource_ref.as_deref())
+                    .await
+            }
+        };
         match completed {
             Ok(true) => {}
             Ok(false) => {
-                // Taken over while the handler ran: our write must never commit.
+                // Taken over while the handler ran, or a record that did not go through the
+                // gate: our write must never commit. Answer from the record that won.
                 let _ = self.store.rollback(tx).await;
                 return self.after_takeover(request).await;
             }

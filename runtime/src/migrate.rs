@@ -1,66 +1,79 @@
-//! The runtime's schema: the SQL files in `migrations/`, embedded and applied in order.
+//! The runtime's schema: the SQL files in `migrations/`, embedded and applied in order by sqlx's
+//! migrator (checksummed, under its own lock) and recorded in `_idemgen_migrations`, apart from
+//! any migration table of the application, so the files also work with any other tool.
 //!
-//! Applied versions are recorded in `idemgen_schema_migrations`, apart from any migration table
-//! of the application, so the files also work with any other tool. A transaction-scoped advisory
-//! lock makes concurrent starts of several servers safe.
+//! Databases migrated by earlier versions recorded their versions in `idemgen_schema_migrations`
+//! (no checksums); [`migrate`] adopts them: the versions found there are marked applied, not run
+//! again.
 
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx::{PgConnection, SqlSafeStr};
 
-/// The embedded migrations: (version, name, SQL).
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_idempotency_records",
-    include_str!("../../migrations/0001_idempotency_records.sql"),
-)];
+/// The embedded migrations: (version, description, SQL).
+pub const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "idempotency records",
+        include_str!("../../migrations/0001_idempotency_records.sql"),
+    ),
+    (
+        2,
+        "scope hash",
+        include_str!("../../migrations/0002_scope_hash.sql"),
+    ),
+];
 
-/// Applies the embedded migrations that are not applied yet.
-pub async fn migrate(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    apply(conn, "idemgen_schema_migrations", MIGRATIONS).await
+/// The table sqlx's migrator records the runtime's migrations in.
+pub const TABLE: &str = "_idemgen_migrations";
+
+/// The table earlier versions recorded applied migrations in.
+const LEGACY_TABLE: &str = "idemgen_schema_migrations";
+
+/// sqlx's migrator over the embedded migrations, recording them in [`TABLE`].
+pub fn migrator() -> Migrator {
+    let migrations = MIGRATIONS
+        .iter()
+        .map(|(version, description, sql)| {
+            Migration::new(
+                *version,
+                (*description).into(),
+                MigrationType::Simple,
+                sql.into_sql_str(),
+                false,
+            )
+        })
+        .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(TABLE);
+    migrator
 }
 
-/// Applies `migrations` in order, recording them in `table`. Used for the runtime's own schema
-/// and available to applications for theirs.
-pub async fn apply(
-    conn: &mut PgConnection,
-    table: &str,
-    migrations: &[(i64, &'static str, &'static str)],
-) -> Result<(), sqlx::Error> {
-    let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
-    if table.is_empty() || !table.chars().all(plain) {
-        return Err(sqlx::Error::Configuration(
-            format!("migration table name {table:?} must match [a-z0-9_]+").into(),
-        ));
+/// Applies the embedded migrations that are not applied yet. A migration that refuses (0002
+/// while claims are in flight) fails with its message and leaves the schema as it was.
+pub async fn migrate(conn: &mut PgConnection) -> Result<(), MigrateError> {
+    let migrator = migrator();
+    // `run_direct` is what `run` and `skip` call; taking the connection directly keeps callers'
+    // futures usable where a `Send` future over any lifetime is needed (sqlx's own workaround
+    // for "implementation of `Acquire` is not general enough").
+    if let Some(legacy) = legacy_version(conn).await? {
+        // Mark what the hand-written migrator applied as applied, without running it again.
+        migrator.run_direct(Some(legacy), conn, true).await?;
     }
-    let mut tx = conn.begin().await?;
-    // One key per table name, so applications and the runtime do not wait on each other.
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
-        .bind(table)
-        .execute(&mut *tx)
+    migrator.run_direct(None, conn, false).await
+}
+
+/// The highest version recorded by earlier versions' migrator, when its table exists.
+async fn legacy_version(conn: &mut PgConnection) -> Result<Option<i64>, MigrateError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+        .bind(LEGACY_TABLE)
+        .fetch_one(&mut *conn)
         .await?;
-    sqlx::query(AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS {table} (version bigint PRIMARY KEY, name text NOT NULL, \
-         applied_at timestamptz NOT NULL DEFAULT now())"
-    )))
-    .execute(&mut *tx)
-    .await?;
-    for (version, name, sql) in migrations {
-        let done: Option<i64> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT version FROM {table} WHERE version = $1"
-        )))
-        .bind(version)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if done.is_some() {
-            continue;
-        }
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO {table} (version, name) VALUES ($1, $2)"
-        )))
-        .bind(version)
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
+    if !exists {
+        return Ok(None);
     }
-    tx.commit().await
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM idemgen_schema_migrations")
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(version)
 }

@@ -39,6 +39,36 @@ impl Scope {
         self.resource_scope = resource.into();
         self
     }
+
+    /// The record key (protocol.md, "Record key"): SHA-256 of `idemgen-scope-1\n` and the owner,
+    /// operation, resource scope and key, each as a 4-byte big-endian length and its UTF-8 bytes.
+    /// The server computes the same bytes for the `scope_hash` column (migration 0002).
+    pub fn hash(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(SCOPE_HASH_TAG);
+        for part in [
+            self.owner.as_str(),
+            self.operation.as_str(),
+            self.resource_scope.as_str(),
+            self.key.as_str(),
+        ] {
+            let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+            hasher.update(len.to_be_bytes());
+            hasher.update(part.as_bytes());
+        }
+        hasher.finalize().into()
+    }
+}
+
+/// The version tag of the record key format; a new format is a new tag.
+pub const SCOPE_HASH_TAG: &[u8] = b"idemgen-scope-1\n";
+
+/// The advisory lock key of a record key: its first eight bytes, big-endian.
+pub fn gate_key(hash: &[u8; 32]) -> i64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash[..8]);
+    i64::from_be_bytes(first)
 }
 
 /// The token of one attempt's claim; completion and release are guarded by it.
@@ -200,6 +230,49 @@ mod tests {
         );
         assert!(!names.contains(&"authorization"));
         assert!(!names.contains(&"x-request-id"));
+    }
+
+    /// protocol.md, "Record key": the test vectors (also checked against the server's
+    /// `idemgen_scope_hash` in the integration tests).
+    const SCOPE_HASH_VECTORS: [(&str, &str, &str, &str, &str); 3] = [
+        (
+            "alice",
+            "createWidget",
+            "",
+            "k1",
+            "86445ffc6fff15e70ba8e25493044f00f7be4442aee5fe90f3a84c42966b1223",
+        ),
+        (
+            "\u{fc}",
+            "op",
+            "",
+            "k",
+            "082872fe6032fa526d40d7f470969109cfb0c81a07179e2954d976a7cfbbdb71",
+        ),
+        (
+            "tenant-7",
+            "publishWidget",
+            "w-42",
+            "retry-1",
+            "d0f2c67d981bf789ac1002d72908a1060dac81cc84f14d53b1d9c587b8cf8fd5",
+        ),
+    ];
+
+    #[test]
+    fn scope_hashes_match_the_protocol_vectors() {
+        for (owner, operation, resource, key, hex) in SCOPE_HASH_VECTORS {
+            let scope = Scope::new(owner, operation, IdempotencyKey::new(key).unwrap())
+                .with_resource_scope(resource);
+            assert_eq!(
+                hex::encode(scope.hash()),
+                hex,
+                "{owner}/{operation}/{resource}/{key}"
+            );
+        }
+        // Moving bytes between parts changes the key (the lengths frame them).
+        let a = Scope::new("ab", "c", IdempotencyKey::new("k").unwrap());
+        let b = Scope::new("a", "bc", IdempotencyKey::new("k").unwrap());
+        assert_ne!(a.hash(), b.hash());
     }
 
     #[test]

@@ -19,12 +19,21 @@ use sqlx::postgres::PgPoolOptions;
 
 use crate::config::Config;
 
-/// The example's own migrations, applied after the runtime's.
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "0001_widgets",
-    include_str!("../migrations/0001_widgets.sql"),
-)];
+/// The example's own migrations, applied after the runtime's by sqlx's migrator (recorded in
+/// `_widgets_migrations`).
+pub fn migrator() -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let mut migrator = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "widgets".into(),
+        MigrationType::Simple,
+        include_str!("../migrations/0001_widgets.sql").into_sql_str(),
+        false,
+    )]);
+    migrator.dangerous_set_table_name("_widgets_migrations");
+    migrator
+}
 
 /// How often the retention cleanup runs when a retention is configured.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
@@ -35,7 +44,8 @@ pub async fn migrate(pool: &sqlx::PgPool) -> anyhow::Result<()> {
     idemgen_runtime::migrate(&mut conn)
         .await
         .context("runtime migrations")?;
-    idemgen_runtime::migrate::apply(&mut conn, "widgets_schema_migrations", MIGRATIONS)
+    migrator()
+        .run_direct(None, &mut *conn, false)
         .await
         .context("widgets migrations")?;
     Ok(())

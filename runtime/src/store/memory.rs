@@ -3,13 +3,13 @@
 //! only when the transaction commits, atomically with the record's completion, and only while the
 //! completing attempt still holds the claim.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 
-use super::{ClaimOutcome, ClaimRequest, CommitError, Store, StoreError};
+use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use crate::fingerprint::Fingerprint;
 use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
 
@@ -23,7 +23,8 @@ struct Entry {
     response: Option<StoredResponse>,
     resource_ref: Option<String>,
     expires_at: Option<SystemTime>,
-    /// Reserved inside a transaction that has not committed (in-transaction strategy).
+    /// Inserted inside a transaction that has not committed (in-transaction strategy): others
+    /// see the key as held, reads do not see it.
     uncommitted: bool,
 }
 
@@ -35,13 +36,16 @@ struct Completion {
     token: ClaimToken,
     response: StoredResponse,
     resource_ref: Option<String>,
-    expires_at: Option<SystemTime>,
 }
+
+type Gates = Arc<Mutex<HashSet<Scope>>>;
 
 /// The in-memory store.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     records: Arc<Mutex<HashMap<Scope, Entry>>>,
+    /// Keys whose gate an open transaction holds (PostgreSQL's advisory transaction locks).
+    gates: Gates,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -54,11 +58,10 @@ impl std::fmt::Debug for MemoryStore {
 #[derive(Default)]
 pub struct MemoryTx {
     effects: Vec<Effect>,
+    /// The gate this transaction holds, released when it ends (or is dropped).
+    gate: Option<(Gates, Scope)>,
     completions: Vec<Completion>,
     reservations: Vec<Scope>,
-    /// Stale claims this transaction took over: (scope, previous token, previous claim time,
-    /// our token), restored if it rolls back, as PostgreSQL undoes an uncommitted UPDATE.
-    takeovers: Vec<(Scope, Option<ClaimToken>, Instant, ClaimToken)>,
     tombstones: Vec<(String, String, String)>,
 }
 
@@ -74,6 +77,17 @@ impl MemoryTx {
     /// Registers a business effect to apply if, and only if, this transaction commits.
     pub fn on_commit(&mut self, effect: impl FnOnce() + Send + 'static) {
         self.effects.push(Box::new(effect));
+    }
+}
+
+impl Drop for MemoryTx {
+    fn drop(&mut self) {
+        if let Some((gates, scope)) = self.gate.take() {
+            gates
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&scope);
+        }
     }
 }
 
@@ -112,7 +126,7 @@ impl MemoryStore {
             claimed_at: Instant::now(),
             response: None,
             resource_ref: None,
-            expires_at: None,
+            expires_at: request.retention.map(|r| SystemTime::now() + r),
             uncommitted,
         };
         match records.get_mut(request.scope) {
@@ -163,32 +177,48 @@ impl Store for MemoryStore {
         Ok(MemoryTx::default())
     }
 
-    async fn reserve_in_tx(
+    async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<MemoryTx>, StoreError> {
+        let records = self.lock();
+        let mut gates = self
+            .gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if gates.contains(request.scope) {
+            return Ok(Gate::Busy);
+        }
+        if let Some(entry) = records.get(request.scope) {
+            if entry.uncommitted {
+                return Ok(Gate::Busy);
+            }
+            return Ok(Gate::Existing(Some(to_record(entry, request.stale_after))));
+        }
+        gates.insert(request.scope.clone());
+        let mut tx = MemoryTx::default();
+        tx.gate = Some((Arc::clone(&self.gates), request.scope.clone()));
+        Ok(Gate::Open(tx))
+    }
+
+    async fn insert_completed(
         &self,
         tx: &mut MemoryTx,
         request: &ClaimRequest<'_>,
-    ) -> Result<ClaimOutcome, StoreError> {
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let mut records = self.lock();
-        // An uncommitted reservation of another transaction: busy (PostgreSQL's advisory gate).
-        let pending = records
-            .get(request.scope)
-            .is_some_and(|e| e.uncommitted && e.token != Some(request.token));
-        if pending {
-            return Ok(ClaimOutcome::Busy);
+        if records.contains_key(request.scope) {
+            return Ok(false);
         }
-        let before = records.get(request.scope).map(|e| (e.token, e.claimed_at));
-        let outcome = Self::claim_locked(&mut records, request, true);
-        match (&outcome, before) {
-            (ClaimOutcome::Claimed { taken_over: false }, _) => {
-                tx.reservations.push(request.scope.clone());
-            }
-            (ClaimOutcome::Claimed { taken_over: true }, Some((token, at))) => {
-                tx.takeovers
-                    .push((request.scope.clone(), token, at, request.token));
-            }
-            _ => {}
-        }
-        Ok(outcome)
+        // Held, invisible to reads, until the transaction commits (PostgreSQL's uncommitted row).
+        Self::claim_locked(&mut records, request, true);
+        tx.reservations.push(request.scope.clone());
+        tx.completions.push(Completion {
+            scope: request.scope.clone(),
+            token: request.token,
+            response: response.clone(),
+            resource_ref: resource_ref.map(str::to_owned),
+        });
+        Ok(true)
     }
 
     async fn complete(
@@ -198,7 +228,6 @@ impl Store for MemoryStore {
         token: ClaimToken,
         response: &StoredResponse,
         resource_ref: Option<&str>,
-        retention: Option<Duration>,
     ) -> Result<bool, StoreError> {
         let holds = self
             .lock()
@@ -210,13 +239,12 @@ impl Store for MemoryStore {
                 token,
                 response: response.clone(),
                 resource_ref: resource_ref.map(str::to_owned),
-                expires_at: retention.map(|r| SystemTime::now() + r),
             });
         }
         Ok(holds)
     }
 
-    async fn commit(&self, tx: MemoryTx) -> Result<(), CommitError> {
+    async fn commit(&self, mut tx: MemoryTx) -> Result<(), CommitError> {
         let mut records = self.lock();
         // The token guard, re-checked atomically with applying the effects (PostgreSQL gets the
         // same from the row lock its completion UPDATE holds until commit).
@@ -232,16 +260,15 @@ impl Store for MemoryStore {
                 ));
             }
         }
-        for c in tx.completions {
+        for c in std::mem::take(&mut tx.completions) {
             if let Some(e) = records.get_mut(&c.scope) {
                 e.state = RecordState::Completed;
                 e.response = Some(c.response);
                 e.resource_ref = c.resource_ref;
-                e.expires_at = c.expires_at;
                 e.uncommitted = false;
             }
         }
-        for (owner, operation, resource_ref) in tx.tombstones {
+        for (owner, operation, resource_ref) in std::mem::take(&mut tx.tombstones) {
             for (scope, e) in records.iter_mut() {
                 if scope.owner == owner
                     && scope.operation == operation
@@ -262,7 +289,9 @@ impl Store for MemoryStore {
             }
         }
         drop(records);
-        for effect in tx.effects {
+        // The gate is released when `tx` drops, after the record is visible (as PostgreSQL
+        // releases advisory locks after the commit).
+        for effect in std::mem::take(&mut tx.effects) {
             effect();
         }
         Ok(())
@@ -345,15 +374,6 @@ impl MemoryStore {
                 records.remove(scope);
             }
         }
-        for (scope, token, claimed_at, ours) in &tx.takeovers {
-            if let Some(e) = records.get_mut(scope)
-                && e.state == RecordState::Claimed
-                && e.token == Some(*ours)
-            {
-                e.token = *token;
-                e.claimed_at = *claimed_at;
-            }
-        }
     }
 }
 
@@ -363,32 +383,68 @@ mod tests {
     use crate::key::IdempotencyKey;
 
     #[tokio::test]
-    async fn a_rolled_back_in_transaction_takeover_restores_the_old_claim() {
+    async fn the_gate_holds_the_key_until_its_transaction_ends() {
         let store = MemoryStore::new();
         let scope = Scope::new("alice", "op", IdempotencyKey::new("k").unwrap());
         let fp = Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap();
-        let claim = |token| ClaimRequest {
+        let request = |token| ClaimRequest {
             scope: &scope,
             fingerprint: &fp,
             fingerprint_version: 1,
             token,
-            stale_after: Duration::ZERO,
+            stale_after: Duration::from_secs(60),
+            retention: None,
         };
         let first = ClaimToken::generate();
-        store.claim(&claim(first)).await.unwrap();
-        let mut tx = store.begin().await.unwrap();
-        let second = ClaimToken::generate();
-        let outcome = store.reserve_in_tx(&mut tx, &claim(second)).await.unwrap();
+        let Gate::Open(tx) = store.begin_gated(&request(first)).await.unwrap() else {
+            panic!("a fresh key opens");
+        };
         assert!(matches!(
-            outcome,
-            ClaimOutcome::Claimed { taken_over: true }
+            store
+                .begin_gated(&request(ClaimToken::generate()))
+                .await
+                .unwrap(),
+            Gate::Busy
         ));
         store.rollback(tx).await.unwrap();
-        let record = store
-            .read(&scope, Duration::from_secs(60))
+        let Gate::Open(mut tx) = store.begin_gated(&request(first)).await.unwrap() else {
+            panic!("a rollback frees the gate");
+        };
+        let response = StoredResponse {
+            status: 201,
+            headers: vec![],
+            body: b"{}".to_vec(),
+        };
+        assert!(
+            store
+                .insert_completed(&mut tx, &request(first), &response, None)
+                .await
+                .unwrap()
+        );
+        // Uncommitted: invisible to reads, and the key stays held.
+        assert!(
+            store
+                .read(&scope, Duration::from_secs(60))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            store
+                .begin_gated(&request(ClaimToken::generate()))
+                .await
+                .unwrap(),
+            Gate::Busy
+        ));
+        store.commit(tx).await.unwrap();
+        let Gate::Existing(Some(record)) = store
+            .begin_gated(&request(ClaimToken::generate()))
             .await
             .unwrap()
-            .unwrap();
-        assert_eq!(record.claim_token, Some(first), "the takeover was undone");
+        else {
+            panic!("a committed record is found");
+        };
+        assert_eq!(record.state, RecordState::Completed);
+        assert_eq!(record.claim_token, Some(first));
     }
 }

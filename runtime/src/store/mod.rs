@@ -29,6 +29,9 @@ pub struct ClaimRequest<'a> {
     pub token: ClaimToken,
     /// A claim older than this may be taken over.
     pub stale_after: Duration,
+    /// How long the record is kept (its expiry is set when the key is claimed, so completing a
+    /// record changes no indexed column); `None` keeps it forever.
+    pub retention: Option<Duration>,
 }
 
 /// The result of a claim.
@@ -41,9 +44,19 @@ pub enum ClaimOutcome {
     },
     /// Another record holds the key; the executor decides what it means.
     Existing(Record),
-    /// Another attempt holds the key in a transaction that has not finished (in-transaction
-    /// strategy): nothing to judge yet; ask again or answer 409.
+}
+
+/// What opening the attempt's transaction behind the key's gate found (in-transaction strategy).
+#[derive(Debug)]
+pub enum Gate<Tx> {
+    /// The transaction is open, this attempt holds the key's gate until it ends, and the key has
+    /// no record: run the handler, then [`Store::insert_completed`].
+    Open(Tx),
+    /// Another attempt's unfinished transaction holds the gate: ask again or answer 409.
     Busy,
+    /// The key has a record, read once the gated transaction was rolled back (`None`: it was
+    /// released in between; ask again).
+    Existing(Option<Record>),
 }
 
 /// A store failure. No variant carries text meant for clients.
@@ -86,18 +99,25 @@ pub trait Store: Send + Sync + 'static {
     /// Opens a business transaction.
     async fn begin(&self) -> Result<Self::Tx, StoreError>;
 
-    /// In-transaction strategy: inserts the reservation inside `tx`, or takes over a stale
-    /// claim, in one statement. It never waits for a concurrent reservation of the same key that
-    /// has not committed: it answers [`ClaimOutcome::Busy`], so duplicates hold no connection
-    /// while the first attempt runs.
-    async fn reserve_in_tx(
+    /// In-transaction strategy, step 1: opens the attempt's transaction and takes the key's
+    /// gate in it, writing nothing. It never waits for another attempt holding the gate: it
+    /// answers [`Gate::Busy`], so duplicates hold no connection while the first attempt runs.
+    async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<Self::Tx>, StoreError>;
+
+    /// In-transaction strategy, step 2: inserts the completed record inside `tx` (opened by
+    /// [`Store::begin_gated`]), with the request's token. `Ok(false)`: the key has a record after
+    /// all (one that did not go through the gate); the caller must roll back and answer from it.
+    async fn insert_completed(
         &self,
         tx: &mut Self::Tx,
         request: &ClaimRequest<'_>,
-    ) -> Result<ClaimOutcome, StoreError>;
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+    ) -> Result<bool, StoreError>;
 
-    /// Completes the record inside `tx`, guarded by `token`. `Ok(false)`: the claim is no longer
-    /// this attempt's (it was taken over), and the caller must roll back.
+    /// Separate-claim strategy, step 2: completes the claimed record inside `tx`, guarded by
+    /// `token`. `Ok(false)`: the claim is no longer this attempt's (it was taken over), and the
+    /// caller must roll back.
     async fn complete(
         &self,
         tx: &mut Self::Tx,
@@ -105,7 +125,6 @@ pub trait Store: Send + Sync + 'static {
         token: ClaimToken,
         response: &StoredResponse,
         resource_ref: Option<&str>,
-        retention: Option<Duration>,
     ) -> Result<bool, StoreError>;
 
     /// Commits `tx`.

@@ -4,12 +4,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::{PgConnection, Postgres, Row, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgRow, PgTransactionManager};
+use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr, SqlStr};
+use sqlx_core::transaction::TransactionManager;
 
-use super::{ClaimOutcome, ClaimRequest, CommitError, Store, StoreError};
+use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use crate::fingerprint::Fingerprint;
-use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
+use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse, gate_key};
 
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -19,18 +21,57 @@ pub struct PgStore {
 }
 
 /// The business transaction handlers write through: queries only, no commit or rollback.
+///
+/// It owns its pooled connection and drives the transaction with sqlx's own transaction manager
+/// (so a handler's nested `begin` is a savepoint, as inside a `sqlx::Transaction`), because the
+/// in-transaction strategy opens it with a custom `BEGIN` whose failure must not hand an aborted
+/// connection back to the pool. Dropped while open, it rolls back, as `sqlx::Transaction` does.
 #[derive(Debug)]
 pub struct PgTx {
-    tx: Transaction<'static, Postgres>,
+    conn: PoolConnection<Postgres>,
+    open: bool,
 }
 
 impl PgTx {
     /// The connection to run queries on, inside the attempt's transaction. Issuing transaction
     /// control statements (`COMMIT`, `ROLLBACK`) through it is not supported.
     pub fn conn(&mut self) -> &mut PgConnection {
-        &mut self.tx
+        &mut self.conn
+    }
+
+    async fn begin(
+        mut conn: PoolConnection<Postgres>,
+        statement: Option<SqlStr>,
+    ) -> Result<PgTx, sqlx::Error> {
+        PgTransactionManager::begin(&mut conn, statement).await?;
+        Ok(PgTx { conn, open: true })
+    }
+
+    async fn commit(mut self) -> Result<(), sqlx::Error> {
+        PgTransactionManager::commit(&mut self.conn).await?;
+        self.open = false;
+        Ok(())
+    }
+
+    async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        PgTransactionManager::rollback(&mut self.conn).await?;
+        self.open = false;
+        Ok(())
     }
 }
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if self.open {
+            // Queues the ROLLBACK; the pool flushes it before the connection is reused.
+            PgTransactionManager::start_rollback(&mut self.conn);
+        }
+    }
+}
+
+/// SQLSTATEs raised by `idemgen_gate` (migration 0002).
+const GATE_BUSY: &str = "IG001";
+const GATE_RECORD: &str = "IG002";
 
 impl PgStore {
     /// A store on a pool connected to the writer. Claims share that pool: when every connection
@@ -108,61 +149,74 @@ pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
     }
 }
 
+/// Every statement finds a record by its key, `scope_hash` (protocol.md, "Record key"), bound
+/// as `$1`: one 32-byte primary key instead of four text columns.
 const SELECT_RECORD: &str = "SELECT state, fingerprint, fingerprint_version, claim_token,
-        (state = 'claimed' AND claimed_at < clock_timestamp() - make_interval(secs => $5)) AS stale,
+        (state = 'claimed' AND claimed_at < clock_timestamp() - make_interval(secs => $2)) AS stale,
         response_status, response_headers, response_body
    FROM idempotency_records
-  WHERE owner = $1 AND operation = $2 AND resource_scope = $3 AND idempotency_key = $4";
+  WHERE scope_hash = $1";
 
-/// One round trip for both outcomes: insert the claim, or report the record that holds the key.
-/// The record columns are NULL when this statement inserted (its own insert is invisible to it),
-/// and also when the holder committed after this statement's snapshot: then the caller asks again.
-const CLAIM: &str = "WITH ins AS (
-        INSERT INTO idempotency_records
-            (owner, operation, resource_scope, idempotency_key, state, fingerprint,
-             fingerprint_version, claim_token, claimed_at)
-        VALUES ($1, $2, $3, $4, 'claimed', $5, $6, $7, clock_timestamp())
-        ON CONFLICT DO NOTHING
-        RETURNING 1)
-     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, r.state, r.fingerprint,
-            r.fingerprint_version, r.claim_token,
-            (r.state = 'claimed' AND r.claimed_at < clock_timestamp() - make_interval(secs => $8))
-                AS stale,
-            r.response_status, r.response_headers, r.response_body
-       FROM (SELECT 1) AS one
-       LEFT JOIN idempotency_records r
-         ON r.owner = $1 AND r.operation = $2 AND r.resource_scope = $3 AND r.idempotency_key = $4
-      WHERE $9::text IS NOT NULL";
-
-/// The in-transaction reservation: [`CLAIM`] behind a transaction-scoped advisory lock on the
-/// hash of the key's scope (`$9`). The attempt that reserved the key holds the lock until its
-/// transaction ends, so a duplicate fails to take it (`got` false) and answers at once instead of
-/// waiting on the unique index with its connection held. The unique index still decides: the
-/// lock only keeps duplicates from queueing on it (a hash collision costs a 409, never a write).
-const RESERVE: &str =
-    "WITH gate AS (SELECT pg_try_advisory_xact_lock(hashtextextended($9, 0)) AS got),
+/// One round trip for both outcomes: read the record that holds the key, and insert the claim
+/// only when there is none, so replays and duplicates write nothing (no tuple, no transaction
+/// id). `inserted` false with no record: the holder committed after this statement's snapshot
+/// or released its claim; the caller asks again. The expiry is set here, with the claim, so that
+/// completing the record changes no indexed column.
+const CLAIM: &str = "WITH existing AS (
+        SELECT state, fingerprint, fingerprint_version, claim_token,
+               (state = 'claimed' AND claimed_at < clock_timestamp() - make_interval(secs => $8))
+                   AS stale,
+               response_status, response_headers, response_body
+          FROM idempotency_records
+         WHERE scope_hash = $1),
      ins AS (
         INSERT INTO idempotency_records
             (owner, operation, resource_scope, idempotency_key, state, fingerprint,
-             fingerprint_version, claim_token, claimed_at)
-        SELECT $1, $2, $3, $4, 'claimed', $5, $6, $7, clock_timestamp() FROM gate WHERE gate.got
+             fingerprint_version, claim_token, claimed_at, expires_at)
+        SELECT $2, $3, $4, $5, 'claimed', $6, $7, $9, clock_timestamp(),
+               clock_timestamp() + make_interval(secs => $10)
+         WHERE NOT EXISTS (SELECT 1 FROM existing)
         ON CONFLICT DO NOTHING
         RETURNING 1)
-     SELECT (SELECT got FROM gate) AS got, EXISTS (SELECT 1 FROM ins) AS inserted, r.state,
-            r.fingerprint, r.fingerprint_version, r.claim_token,
-            (r.state = 'claimed' AND r.claimed_at < clock_timestamp() - make_interval(secs => $8))
-                AS stale,
-            r.response_status, r.response_headers, r.response_body
+     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, e.*
        FROM (SELECT 1) AS one
-       LEFT JOIN idempotency_records r
-         ON r.owner = $1 AND r.operation = $2 AND r.resource_scope = $3 AND r.idempotency_key = $4";
+       LEFT JOIN existing e ON true";
 
 const TAKE_OVER: &str = "UPDATE idempotency_records
-        SET claim_token = $7, claimed_at = clock_timestamp()
-      WHERE owner = $1 AND operation = $2 AND resource_scope = $3 AND idempotency_key = $4
-        AND state = 'claimed' AND fingerprint = $5 AND fingerprint_version = $6
-        AND claim_token = $8
-        AND claimed_at < clock_timestamp() - make_interval(secs => $9)";
+        SET claim_token = $4, claimed_at = clock_timestamp()
+      WHERE scope_hash = $1 AND state = 'claimed' AND fingerprint = $2
+        AND fingerprint_version = $3 AND claim_token = $5
+        AND claimed_at < clock_timestamp() - make_interval(secs => $6)";
+
+/// The separate-claim completion, guarded by the claim token.
+const COMPLETE: &str = "UPDATE idempotency_records
+        SET state = 'completed', response_status = $3, response_headers = $4,
+            response_body = $5, resource_ref = $6, completed_at = clock_timestamp()
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+
+/// The in-transaction strategy's only write to the records: the completed record, once, behind
+/// the gate. The primary key stays the final arbiter: a record that did not go through the gate
+/// (a separate claim) makes this insert do nothing, and the attempt rolls back.
+const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
+        (owner, operation, resource_scope, idempotency_key, state, fingerprint,
+         fingerprint_version, claim_token, claimed_at, response_status, response_headers,
+         response_body, resource_ref, completed_at, expires_at)
+     VALUES ($1, $2, $3, $4, 'completed', $5, $6, $7, clock_timestamp(), $8, $9, $10, $11,
+             clock_timestamp(), clock_timestamp() + make_interval(secs => $12))
+     ON CONFLICT DO NOTHING";
+
+const RELEASE: &str = "DELETE FROM idempotency_records
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+
+/// `BEGIN` and the gate in one simple-query round trip. Its only literals are an integer and a
+/// hash the runtime computed from the scope, never client text.
+fn gated_begin(hash: &[u8; 32]) -> String {
+    format!(
+        "BEGIN; SELECT idemgen_gate({}, '\\x{}'::bytea)",
+        gate_key(hash),
+        hex::encode(hash)
+    )
+}
 
 fn record_from_row(row: &PgRow) -> Result<Record, StoreError> {
     let get_err = |e: sqlx::Error| StoreError::Other(format!("decoding a record: {e}"));
@@ -204,14 +258,11 @@ fn secs(d: Duration) -> f64 {
 
 async fn read_on(
     conn: &mut PgConnection,
-    scope: &Scope,
+    hash: &[u8; 32],
     stale_after: Duration,
 ) -> Result<Option<Record>, StoreError> {
     let row = sqlx::query(SELECT_RECORD)
-        .bind(&scope.owner)
-        .bind(&scope.operation)
-        .bind(&scope.resource_scope)
-        .bind(scope.key.as_str())
+        .bind(&hash[..])
         .bind(secs(stale_after))
         .fetch_optional(conn)
         .await
@@ -219,44 +270,28 @@ async fn read_on(
     row.as_ref().map(record_from_row).transpose()
 }
 
-/// Inserts a claim, or takes over a stale one with the same fingerprint, on `conn`. With
-/// `gated` (in-transaction strategy) the statement is [`RESERVE`] and a key held by an unfinished
-/// transaction answers [`ClaimOutcome::Busy`].
+/// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
 async fn claim_on(
     conn: &mut PgConnection,
     request: &ClaimRequest<'_>,
-    gated: bool,
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
-    let gate_key = format!(
-        "{}\u{1f}{}\u{1f}{}\u{1f}{}",
-        scope.owner,
-        scope.operation,
-        scope.resource_scope,
-        scope.key.as_str()
-    );
+    let hash = scope.hash();
     loop {
-        let row = sqlx::query(if gated { RESERVE } else { CLAIM })
+        let row = sqlx::query(CLAIM)
+            .bind(&hash[..])
             .bind(&scope.owner)
             .bind(&scope.operation)
             .bind(&scope.resource_scope)
             .bind(scope.key.as_str())
             .bind(request.fingerprint.as_str())
             .bind(request.fingerprint_version)
-            .bind(request.token.0)
             .bind(secs(request.stale_after))
-            .bind(&gate_key)
+            .bind(request.token.0)
+            .bind(request.retention.map(secs))
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
-        if gated {
-            let got: bool = row
-                .try_get("got")
-                .map_err(|e| StoreError::Other(format!("decoding a reservation: {e}")))?;
-            if !got {
-                return Ok(ClaimOutcome::Busy);
-            }
-        }
         let inserted: bool = row
             .try_get("inserted")
             .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
@@ -276,10 +311,7 @@ async fn claim_on(
         if existing.state == RecordState::Claimed && existing.stale && same_request {
             let old = existing.claim_token.map(|t| t.0);
             let taken = sqlx::query(TAKE_OVER)
-                .bind(&scope.owner)
-                .bind(&scope.operation)
-                .bind(&scope.resource_scope)
-                .bind(scope.key.as_str())
+                .bind(&hash[..])
                 .bind(request.fingerprint.as_str())
                 .bind(request.fingerprint_version)
                 .bind(request.token.0)
@@ -304,20 +336,71 @@ impl Store for PgStore {
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
         let mut conn = self.claim_pool.acquire().await.map_err(classify)?;
-        claim_on(&mut conn, request, false).await
+        claim_on(&mut conn, request).await
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
-        let tx = self.pool.begin().await.map_err(classify)?;
-        Ok(PgTx { tx })
+        let conn = self.pool.acquire().await.map_err(classify)?;
+        PgTx::begin(conn, None).await.map_err(classify)
     }
 
-    async fn reserve_in_tx(
+    async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
+        let hash = request.scope.hash();
+        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        let statement = AssertSqlSafe(gated_begin(&hash)).into_sql_str();
+        let failure = match PgTransactionManager::begin(&mut conn, Some(statement)).await {
+            Ok(()) => return Ok(Gate::Open(PgTx { conn, open: true })),
+            Err(e) => e,
+        };
+        // The gate failed the transaction (or BEGIN itself failed): end it on this connection
+        // before anything else runs on it (a ROLLBACK without a transaction only warns).
+        let code = match &failure {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        match code.as_deref() {
+            Some(GATE_BUSY) => {
+                conn.execute("ROLLBACK").await.map_err(classify)?;
+                Ok(Gate::Busy)
+            }
+            Some(GATE_RECORD) => {
+                conn.execute("ROLLBACK").await.map_err(classify)?;
+                let record = read_on(&mut conn, &hash, request.stale_after).await?;
+                Ok(Gate::Existing(record))
+            }
+            _ => {
+                // Unknown state: do not hand the connection back to the pool.
+                conn.close_on_drop();
+                Err(classify(failure))
+            }
+        }
+    }
+
+    async fn insert_completed(
         &self,
         tx: &mut PgTx,
         request: &ClaimRequest<'_>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        claim_on(tx.conn(), request, true).await
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let scope = request.scope;
+        let done = sqlx::query(INSERT_COMPLETED)
+            .bind(&scope.owner)
+            .bind(&scope.operation)
+            .bind(&scope.resource_scope)
+            .bind(scope.key.as_str())
+            .bind(request.fingerprint.as_str())
+            .bind(request.fingerprint_version)
+            .bind(request.token.0)
+            .bind(i16::try_from(response.status).unwrap_or(200))
+            .bind(sqlx::types::Json(&response.headers))
+            .bind(&response.body)
+            .bind(resource_ref)
+            .bind(request.retention.map(secs))
+            .execute(tx.conn())
+            .await
+            .map_err(classify)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn complete(
@@ -327,57 +410,40 @@ impl Store for PgStore {
         token: ClaimToken,
         response: &StoredResponse,
         resource_ref: Option<&str>,
-        retention: Option<Duration>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE idempotency_records
-                SET state = 'completed', response_status = $6, response_headers = $7,
-                    response_body = $8, resource_ref = $9, completed_at = clock_timestamp(),
-                    expires_at = clock_timestamp() + make_interval(secs => $10)
-              WHERE owner = $1 AND operation = $2 AND resource_scope = $3
-                AND idempotency_key = $4 AND state = 'claimed' AND claim_token = $5",
-        )
-        .bind(&scope.owner)
-        .bind(&scope.operation)
-        .bind(&scope.resource_scope)
-        .bind(scope.key.as_str())
-        .bind(token.0)
-        .bind(i16::try_from(response.status).unwrap_or(200))
-        .bind(sqlx::types::Json(&response.headers))
-        .bind(&response.body)
-        .bind(resource_ref)
-        .bind(retention.map(secs))
-        .execute(tx.conn())
-        .await
-        .map_err(classify)?;
+        let hash = scope.hash();
+        let done = sqlx::query(COMPLETE)
+            .bind(&hash[..])
+            .bind(token.0)
+            .bind(i16::try_from(response.status).unwrap_or(200))
+            .bind(sqlx::types::Json(&response.headers))
+            .bind(&response.body)
+            .bind(resource_ref)
+            .execute(tx.conn())
+            .await
+            .map_err(classify)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn commit(&self, tx: PgTx) -> Result<(), CommitError> {
-        tx.tx.commit().await.map_err(|e| match e {
+        tx.commit().await.map_err(|e| match e {
             sqlx::Error::Database(_) => CommitError::Rejected(e.to_string()),
             other => CommitError::Unknown(other.to_string()),
         })
     }
 
     async fn rollback(&self, tx: PgTx) -> Result<(), StoreError> {
-        tx.tx.rollback().await.map_err(classify)
+        tx.rollback().await.map_err(classify)
     }
 
     async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError> {
-        sqlx::query(
-            "DELETE FROM idempotency_records
-              WHERE owner = $1 AND operation = $2 AND resource_scope = $3
-                AND idempotency_key = $4 AND state = 'claimed' AND claim_token = $5",
-        )
-        .bind(&scope.owner)
-        .bind(&scope.operation)
-        .bind(&scope.resource_scope)
-        .bind(scope.key.as_str())
-        .bind(token.0)
-        .execute(&self.claim_pool)
-        .await
-        .map_err(classify)?;
+        let hash = scope.hash();
+        sqlx::query(RELEASE)
+            .bind(&hash[..])
+            .bind(token.0)
+            .execute(&self.claim_pool)
+            .await
+            .map_err(classify)?;
         Ok(())
     }
 
@@ -387,7 +453,7 @@ impl Store for PgStore {
         stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(classify)?;
-        read_on(&mut conn, scope, stale_after).await
+        read_on(&mut conn, &scope.hash(), stale_after).await
     }
 
     async fn tombstone_resource(

@@ -64,6 +64,7 @@ async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
             fingerprint_version: 1,
             token: ClaimToken::generate(),
             stale_after: std::time::Duration::from_secs(300),
+            retention: None,
         };
         let outcome = store.claim(&claim).await.unwrap();
         assert!(matches!(

@@ -240,6 +240,7 @@ async fn run_schedule<W: World>(
                     fingerprint_version: req.fingerprint_version,
                     token: ClaimToken::generate(),
                     stale_after: STALE,
+                    retention: None,
                 };
                 // The process dies right after its claim: nothing else happens.
                 exec.store().claim(&claim).await.expect("orphan claim");

@@ -27,6 +27,10 @@ mod hostile;
 /// Asynchronously committed claims across a server crash.
 mod durability;
 
+/// The records' schema: record keys, migration 0002's guard, adopting the previous migrator, a
+/// replay that writes nothing, the primary key as the final arbiter.
+mod schema;
+
 /// Random schedules of attempts, takeovers, failures, panics, zombies and orphaned claims.
 mod interleavings;
 

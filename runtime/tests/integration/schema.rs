@@ -1,0 +1,313 @@
+//! The records' schema on a real server: the record key the server computes is the runtime's,
+//! migration 0002 refuses while claims are in flight and converts completed records, databases
+//! migrated by the previous hand-written migrator are adopted by sqlx's, a replay writes
+//! nothing, and a record that slips past the in-transaction gate wins on the primary key.
+
+use idemgen_runtime::migrate::{TABLE, migrator};
+use idemgen_runtime::{Disposition, IdempotencyKey, Scope, Strategy};
+use idemgen_testdb::TestDb;
+use serde_json::json;
+use sqlx::{Executor as _, PgConnection, Row};
+
+use crate::support::*;
+
+async fn connect(db: &TestDb) -> PgConnection {
+    db.connect().await.expect("connection")
+}
+
+/// The versions sqlx's migrator recorded.
+async fn applied(conn: &mut PgConnection) -> Vec<i64> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT version FROM {TABLE} WHERE success ORDER BY version"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .expect("reading the migration table")
+}
+
+async fn server_hash(conn: &mut PgConnection, scope: &Scope) -> Vec<u8> {
+    sqlx::query_scalar("SELECT idemgen_scope_hash($1, $2, $3, $4)")
+        .bind(&scope.owner)
+        .bind(&scope.operation)
+        .bind(&scope.resource_scope)
+        .bind(scope.key.as_str())
+        .fetch_one(&mut *conn)
+        .await
+        .expect("idemgen_scope_hash")
+}
+
+#[tokio::test]
+async fn the_server_computes_the_runtimes_record_keys() {
+    let db = TestDb::migrated().await.unwrap();
+    let mut conn = connect(&db).await;
+    let key = |k: &str| IdempotencyKey::new(k).unwrap();
+    let cases = [
+        Scope::new("alice", "createWidget", key("k1")),
+        // protocol.md's second vector: a two-byte character.
+        Scope::new("\u{fc}", "op", key("k")),
+        Scope::new("tenant-7", "publishWidget", key("retry-1")).with_resource_scope("w-42"),
+        Scope::new("", "", key("x")),
+        Scope::new("日本語のオーナー😀", "op", key("a".repeat(255).as_str())),
+        // The same bytes split differently are different keys.
+        Scope::new("ab", "c", key("k")),
+        Scope::new("a", "bc", key("k")),
+    ];
+    for scope in &cases {
+        assert_eq!(
+            server_hash(&mut conn, scope).await,
+            scope.hash(),
+            "{scope:?}"
+        );
+    }
+    assert_eq!(
+        hex::encode(cases[0].hash()),
+        "86445ffc6fff15e70ba8e25493044f00f7be4442aee5fe90f3a84c42966b1223"
+    );
+    // Inserted rows carry it as their primary key.
+    sqlx::query(
+        "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
+                                          response_status)
+         VALUES ($1, $2, $3, 'completed', 'f', 201)",
+    )
+    .bind(&cases[4].owner)
+    .bind(&cases[4].operation)
+    .bind(cases[4].key.as_str())
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, cases[4].hash());
+}
+
+/// A database at version 1 with one completed and one claimed record.
+async fn at_version_1(db: &TestDb) -> (PgConnection, Scope) {
+    let mut conn = connect(db).await;
+    migrator()
+        .run_direct(Some(1), &mut conn, false)
+        .await
+        .expect("migration 1");
+    let done = scope("alice", "done-1");
+    sqlx::query(
+        "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
+                                          fingerprint_version, claim_token, claimed_at,
+                                          response_status, response_headers, response_body)
+         VALUES ($1, $2, $3, 'completed', $4, 1, gen_random_uuid(), now(), 201, '[]', 'made a')",
+    )
+    .bind(&done.owner)
+    .bind(&done.operation)
+    .bind(done.key.as_str())
+    .bind(
+        request(done.clone(), json!({"n": 1}), 1)
+            .fingerprint
+            .as_str(),
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
+                                          fingerprint_version, claim_token, claimed_at)
+         VALUES ('bob', 'createThing', 'in-flight', 'claimed', 'f', 1, gen_random_uuid(), now())",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    (conn, done)
+}
+
+#[tokio::test]
+async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_record() {
+    let db = TestDb::new().await.unwrap();
+    let (mut conn, done) = at_version_1(&db).await;
+    let refused = idemgen_runtime::migrate(&mut conn)
+        .await
+        .expect_err("claims are in flight");
+    assert!(
+        refused
+            .to_string()
+            .contains("1 claimed record(s) in flight"),
+        "{refused}"
+    );
+    // Nothing changed: still version 1, no key column.
+    assert_eq!(applied(&mut conn).await, [1]);
+    let column: Option<String> = sqlx::query_scalar(
+        "SELECT column_name::text FROM information_schema.columns
+          WHERE table_name = 'idempotency_records' AND column_name = 'scope_hash'",
+    )
+    .fetch_optional(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(column, None);
+
+    // Once the claim is gone, it applies, and the completed record is found by its new key.
+    conn.execute("DELETE FROM idempotency_records WHERE state = 'claimed'")
+        .await
+        .unwrap();
+    idemgen_runtime::migrate(&mut conn).await.expect("migrates");
+    assert_eq!(applied(&mut conn).await, [1, 2]);
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, done.hash());
+    // And replayed by both strategies.
+    let pool = db.pool(4).await.unwrap();
+    conn.execute("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .await
+        .unwrap();
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        let env = Env {
+            exec: idemgen_runtime::Executor::new(
+                idemgen_runtime::PgStore::new(pool.clone()),
+                config(strategy),
+            ),
+            business: pg_business(),
+            ledger: Ledger::Pg(pool.clone()),
+        };
+        let replay = attempt(
+            &env,
+            request(done.clone(), json!({"n": 1}), 1),
+            Plan::created("b"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{strategy:?}: {e:?}"));
+        assert_eq!(replay.disposition, Disposition::Replayed, "{strategy:?}");
+        assert_eq!(replay.response.body, "made a");
+    }
+    // Applying again is a no-op.
+    idemgen_runtime::migrate(&mut conn).await.expect("again");
+    assert_eq!(applied(&mut conn).await, [1, 2]);
+}
+
+#[tokio::test]
+async fn databases_migrated_by_the_previous_migrator_are_adopted() {
+    let db = TestDb::new().await.unwrap();
+    let mut conn = connect(&db).await;
+    // What the previous version's `migrate::apply` left behind.
+    conn.execute(
+        "CREATE TABLE idemgen_schema_migrations (version bigint PRIMARY KEY, name text NOT NULL,
+                                                 applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await
+    .unwrap();
+    sqlx::raw_sql(idemgen_runtime::migrate::MIGRATIONS[0].2)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.execute(
+        "INSERT INTO idemgen_schema_migrations (version, name)
+         VALUES (1, '0001_idempotency_records')",
+    )
+    .await
+    .unwrap();
+    // Migration 1 is not run again (its CREATE TABLE would fail); 2 is applied.
+    idemgen_runtime::migrate(&mut conn).await.expect("adopted");
+    assert_eq!(applied(&mut conn).await, [1, 2]);
+    let checksum_recorded: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT octet_length(checksum) > 0 FROM {TABLE} WHERE version = 1"
+    )))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(checksum_recorded);
+}
+
+/// The row version of a record: any write to it (even an update to the same values) changes it.
+async fn row_version(pool: &sqlx::PgPool, scope: &Scope) -> (String, String) {
+    let row = sqlx::query(
+        "SELECT ctid::text AS ctid, xmin::text AS xmin FROM idempotency_records
+          WHERE scope_hash = $1",
+    )
+    .bind(&scope.hash()[..])
+    .fetch_one(pool)
+    .await
+    .expect("the record");
+    (row.get("ctid"), row.get("xmin"))
+}
+
+#[tokio::test]
+async fn a_replay_writes_nothing() {
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        let env = pg_env(config(strategy)).await;
+        let Ledger::Pg(pool) = &env.ledger else {
+            unreachable!()
+        };
+        let s = scope("alice", "replayed");
+        let first = attempt(
+            &env,
+            request(s.clone(), json!({"n": 1}), 1),
+            Plan::created("a"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(first.disposition, Disposition::Executed);
+        let before = row_version(pool, &s).await;
+        for _ in 0..10 {
+            let again = attempt(
+                &env,
+                request(s.clone(), json!({"n": 1}), 1),
+                Plan::created("b"),
+            )
+            .await
+            .unwrap();
+            assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
+        }
+        assert_eq!(
+            row_version(pool, &s).await,
+            before,
+            "{strategy:?}: the record was written"
+        );
+        assert_eq!(env.ledger.count("b").await, 0);
+    }
+}
+
+#[tokio::test]
+async fn a_claim_that_slips_past_the_gate_wins_on_the_primary_key() {
+    // A separate-claim attempt claims the key while an in-transaction attempt on the same key
+    // is inside its handler (the gate does not see claims taken apart): the in-transaction
+    // attempt's insert does nothing, it rolls back, and exactly one write commits.
+    let separate = pg_env(config(Strategy::SeparateClaim)).await;
+    let Ledger::Pg(pool) = &separate.ledger else {
+        unreachable!()
+    };
+    let in_tx = Env {
+        exec: idemgen_runtime::Executor::new(
+            idemgen_runtime::PgStore::new(pool.clone()),
+            config(Strategy::InTransaction),
+        ),
+        business: pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    let s = scope("alice", "mixed");
+    let mut slow = Plan::created("in-tx");
+    slow.delay = std::time::Duration::from_millis(300);
+    let in_tx_attempt = {
+        let in_tx = in_tx.clone();
+        let req = request(s.clone(), json!({"n": 1}), 1);
+        tokio::spawn(async move { attempt(&in_tx, req, slow).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let claimed = attempt(
+        &separate,
+        request(s.clone(), json!({"n": 1}), 1),
+        Plan::created("separate"),
+    )
+    .await
+    .expect("the separate claim executes");
+    assert_eq!(claimed.disposition, Disposition::Executed);
+    let lost = in_tx_attempt.await.unwrap();
+    match &lost {
+        // Answered from the winner's record, or 409 if it was still in flight.
+        Ok(outcome) => assert_eq!(outcome.response.body, "made separate"),
+        Err(_) => assert_eq!(problem_status(&lost), Some(409), "{lost:?}"),
+    }
+    assert_eq!(separate.ledger.count("separate").await, 1);
+    assert_eq!(
+        separate.ledger.count("in-tx").await,
+        0,
+        "the losing write rolled back"
+    );
+}
