@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The widgets service's HTTP path under wrk (Debian package `wrk`): idempotent creates (fresh keys)
-# and replays (retries of completed keys), against a throwaway PostgreSQL cluster with fsync on.
-# Usage: bench/http/run.sh [seconds] [connections]
+# The widgets service's HTTP path under wrk (Debian package `wrk`): a read (the HTTP floor), the
+# create without idempotency (`POST /plain/widgets`, a bench-only route: the same handler through
+# the same pipeline in one transaction), idempotent creates (fresh keys) and replays (retries of
+# completed keys), against a throwaway PostgreSQL cluster with fsync on.
+# Usage: [WIDGETS_STRATEGY=in-transaction] bench/http/run.sh [seconds] [connections]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-10}
@@ -18,7 +20,7 @@ printf "listen_addresses='127.0.0.1'\nport=%s\nunix_socket_directories='%s'\nfsy
 cleanup() { kill "${server:-0}" 2>/dev/null || true; "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$dir"; }
 trap cleanup EXIT
 psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE widgets" >/dev/null
-cargo build -q --release -p widgets
+cargo build -q --release -p widgets --features bench-plain-route
 listen_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 DATABASE_URL="postgres://postgres@127.0.0.1:$port/widgets" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
   WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG=warn target/release/widgets &
@@ -33,7 +35,7 @@ done
 WIDGET_ID=$(curl -s -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H 'Idempotency-Key: floor' \
   -H 'Content-Type: application/json' -d '{"name":"floor"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 export WIDGET_ID
-for scenario in plain create replay; do
+for scenario in plain plain_create create replay; do
   echo "== $scenario ($conns connections, ${secs}s)"
   wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" | grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors"
 done

@@ -535,7 +535,11 @@ async fn main() -> anyhow::Result<()> {
         let mut group = vec![plain, plus_row];
         for (name, strategy, async_claim) in [
             ("idempotent_create_claim", Strategy::SeparateClaim, false),
-            ("idempotent_create_claim_async", Strategy::SeparateClaim, true),
+            (
+                "idempotent_create_claim_async",
+                Strategy::SeparateClaim,
+                true,
+            ),
             ("idempotent_create_in_tx", Strategy::InTransaction, false),
         ] {
             if wanted(name) {

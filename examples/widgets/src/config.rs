@@ -27,6 +27,8 @@ pub struct Config {
     pub body_limit: usize,
     /// `WIDGETS_POOL_SIZE` (default 20).
     pub pool_size: u32,
+    /// `WIDGETS_STRATEGY`: `separate-claim` (default) or `in-transaction`.
+    pub strategy: idemgen_runtime::Strategy,
 }
 
 /// Who a token belongs to.
@@ -72,8 +74,16 @@ impl Config {
             Some(v) => v.parse().context("WIDGETS_POOL_SIZE must be a number")?,
             None => 20,
         };
+        let strategy = match get("WIDGETS_STRATEGY").as_deref().map(str::trim) {
+            None | Some("") | Some("separate-claim") => idemgen_runtime::Strategy::SeparateClaim,
+            Some("in-transaction") => idemgen_runtime::Strategy::InTransaction,
+            Some(other) => anyhow::bail!(
+                "WIDGETS_STRATEGY must be separate-claim or in-transaction, not {other:?}"
+            ),
+        };
         Ok(Config {
             database_url,
+            strategy,
             listen,
             tokens,
             retention,
@@ -166,5 +176,26 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.retention, None);
         assert_eq!(c.stale_claim, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn strategy_is_chosen_by_name() {
+        let with = |v: &'static str| {
+            Config::from_lookup(move |k| (k == "WIDGETS_STRATEGY").then(|| v.into()))
+        };
+        assert_eq!(
+            Config::from_lookup(|_| None).unwrap().strategy,
+            idemgen_runtime::Strategy::SeparateClaim
+        );
+        assert_eq!(
+            with("in-transaction").unwrap().strategy,
+            idemgen_runtime::Strategy::InTransaction
+        );
+        assert_eq!(
+            with("separate-claim").unwrap().strategy,
+            idemgen_runtime::Strategy::SeparateClaim
+        );
+        let err = with("both").unwrap_err().to_string();
+        assert!(err.contains("WIDGETS_STRATEGY"), "{err}");
     }
 }

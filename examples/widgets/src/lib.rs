@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use idemgen_runtime::store::PgStore;
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
-use idemgen_runtime::{Executor, ExecutorConfig, Server, ServerConfig, Strategy};
+use idemgen_runtime::{Executor, ExecutorConfig, Server, ServerConfig};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::config::Config;
@@ -73,7 +73,7 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     let executor = Executor::new(
         store,
         ExecutorConfig {
-            strategy: Strategy::SeparateClaim,
+            strategy: config.strategy,
             stale_claim: config.stale_claim,
             retention: config.retention,
             ..ExecutorConfig::default()
@@ -91,7 +91,24 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     let server = Server::new(Arc::new(service), auth, executor).with_config(ServerConfig {
         body_limit: config.body_limit,
     });
-    Ok(api::router(server))
+    #[cfg(feature = "bench-plain-route")]
+    let plain = axum::Router::new()
+        .route(
+            "/plain/widgets",
+            axum::routing::post(
+                idemgen_runtime::serve::transactional::<
+                    api::CreateWidget,
+                    service::Widgets,
+                    PgStore,
+                    auth::TokenAuth,
+                >,
+            ),
+        )
+        .with_state(server.clone());
+    let router = api::router(server);
+    #[cfg(feature = "bench-plain-route")]
+    let router = plain.merge(router);
+    Ok(router)
 }
 
 /// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests. Without

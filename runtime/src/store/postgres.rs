@@ -171,9 +171,9 @@ const CLAIM: &str = "WITH existing AS (
          WHERE scope_hash = $1),
      ins AS (
         INSERT INTO idempotency_records
-            (owner, operation, resource_scope, idempotency_key, state, fingerprint,
+            (scope_hash, owner, operation, resource_scope, idempotency_key, state, fingerprint,
              fingerprint_version, claim_token, claimed_at, expires_at)
-        SELECT $2, $3, $4, $5, 'claimed', $6, $7, $9, clock_timestamp(),
+        SELECT $1, $2, $3, $4, $5, 'claimed', $6, $7, $9, clock_timestamp(),
                clock_timestamp() + make_interval(secs => $10)
          WHERE NOT EXISTS (SELECT 1 FROM existing)
         ON CONFLICT DO NOTHING
@@ -198,15 +198,25 @@ const COMPLETE: &str = "UPDATE idempotency_records
 /// the gate. The primary key stays the final arbiter: a record that did not go through the gate
 /// (a separate claim) makes this insert do nothing, and the attempt rolls back.
 const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
-        (owner, operation, resource_scope, idempotency_key, state, fingerprint,
+        (scope_hash, owner, operation, resource_scope, idempotency_key, state, fingerprint,
          fingerprint_version, claim_token, claimed_at, response_status, response_headers,
          response_body, resource_ref, completed_at, expires_at)
-     VALUES ($1, $2, $3, $4, 'completed', $5, $6, $7, clock_timestamp(), $8, $9, $10, $11,
-             clock_timestamp(), clock_timestamp() + make_interval(secs => $12))
+     VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, clock_timestamp(), $9, $10, $11, $12,
+             clock_timestamp(), clock_timestamp() + make_interval(secs => $13))
      ON CONFLICT DO NOTHING";
 
 const RELEASE: &str = "DELETE FROM idempotency_records
       WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+
+/// After the gate found a record: `ROLLBACK` and [`SELECT_RECORD`] in one simple-query round trip,
+/// with the record key and the stale-claim timeout (in milliseconds) as literals.
+fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
+    let millis = stale_after.as_millis().min(i64::MAX as u128);
+    SELECT_RECORD
+        .replace("$1", &format!("'\\x{}'::bytea", hex::encode(hash)))
+        .replace("$2", &format!("{millis}::float8 / 1000"))
+        .replacen("SELECT", "ROLLBACK; SELECT", 1)
+}
 
 /// `BEGIN` and the gate in one simple-query round trip. Its only literals are an integer and a
 /// hash the runtime computed from the scope, never client text.
@@ -364,9 +374,15 @@ impl Store for PgStore {
                 Ok(Gate::Busy)
             }
             Some(GATE_RECORD) => {
-                conn.execute("ROLLBACK").await.map_err(classify)?;
-                let record = read_on(&mut conn, &hash, request.stale_after).await?;
-                Ok(Gate::Existing(record))
+                // The rollback and the read in one round trip (literals computed by the runtime).
+                let statement = AssertSqlSafe(rollback_and_read(&hash, request.stale_after));
+                let row = sqlx::raw_sql(statement)
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .map_err(classify)?;
+                Ok(Gate::Existing(
+                    row.as_ref().map(record_from_row).transpose()?,
+                ))
             }
             _ => {
                 // Unknown state: do not hand the connection back to the pool.
@@ -384,7 +400,9 @@ impl Store for PgStore {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError> {
         let scope = request.scope;
+        let hash = scope.hash();
         let done = sqlx::query(INSERT_COMPLETED)
+            .bind(&hash[..])
             .bind(&scope.owner)
             .bind(&scope.operation)
             .bind(&scope.resource_scope)

@@ -20,10 +20,11 @@ async fn cleanup_drains_expired_rows_in_batches_while_claims_proceed() {
     ] {
         let n = if prefix == "old" { 10_000 } else { 100 };
         sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
-                 fingerprint_version, claim_token, claimed_at, response_status, response_headers,
-                 response_body, completed_at, expires_at)
-             SELECT 'carol', 'createThing', '{prefix}-' || g, 'completed', 'hs1:x', 1,
+            "INSERT INTO idempotency_records (scope_hash, owner, operation, idempotency_key, state,
+                 fingerprint, fingerprint_version, claim_token, claimed_at, response_status,
+                 response_headers, response_body, completed_at, expires_at)
+             SELECT idemgen_scope_hash('carol', 'createThing', '', '{prefix}-' || g),
+                    'carol', 'createThing', '{prefix}-' || g, 'completed', 'hs1:x', 1,
                     gen_random_uuid(), now(), 201, '[]', '\\x', now(), {expires}
                FROM generate_series(1, {n}) g"
         )))
@@ -74,10 +75,11 @@ async fn cleanup_skips_rows_locked_by_a_live_transaction() {
         unreachable!()
     };
     sqlx::query(
-        "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
-             fingerprint_version, claim_token, claimed_at, response_status, response_headers,
-             response_body, completed_at, expires_at)
-         SELECT 'carol', 'op', 'k' || g, 'completed', 'hs1:x', 1, gen_random_uuid(), now(), 200,
+        "INSERT INTO idempotency_records (scope_hash, owner, operation, idempotency_key, state,
+             fingerprint, fingerprint_version, claim_token, claimed_at, response_status,
+             response_headers, response_body, completed_at, expires_at)
+         SELECT idemgen_scope_hash('carol', 'op', '', 'k' || g),
+                'carol', 'op', 'k' || g, 'completed', 'hs1:x', 1, gen_random_uuid(), now(), 200,
                 '[]', '\\x', now(), now() - interval '1 minute'
            FROM generate_series(1, 3) g",
     )

@@ -63,23 +63,29 @@ async fn the_server_computes_the_runtimes_record_keys() {
         hex::encode(cases[0].hash()),
         "86445ffc6fff15e70ba8e25493044f00f7be4442aee5fe90f3a84c42966b1223"
     );
-    // Inserted rows carry it as their primary key.
-    sqlx::query(
-        "INSERT INTO idempotency_records (owner, operation, idempotency_key, state, fingerprint,
-                                          response_status)
-         VALUES ($1, $2, $3, 'completed', 'f', 201)",
-    )
-    .bind(&cases[4].owner)
-    .bind(&cases[4].operation)
-    .bind(cases[4].key.as_str())
-    .execute(&mut conn)
-    .await
-    .unwrap();
+    // Rows the runtime writes carry it as their primary key.
+    let pool = db.pool(2).await.unwrap();
+    let env = Env {
+        exec: idemgen_runtime::Executor::new(
+            idemgen_runtime::PgStore::new(pool.clone()),
+            config(Strategy::SeparateClaim),
+        ),
+        business: pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    conn.execute("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .await
+        .unwrap();
+    let s = Scope::new("日本語のオーナー😀", "createThing", key("k"));
+    attempt(&env, request(s.clone(), json!({}), 1), Plan::created("a"))
+        .await
+        .unwrap();
     let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
         .fetch_one(&mut conn)
         .await
         .unwrap();
-    assert_eq!(stored, cases[4].hash());
+    assert_eq!(stored, s.hash());
+    assert_eq!(server_hash(&mut conn, &s).await, stored);
 }
 
 /// A database at version 1 with one completed and one claimed record.
