@@ -13,7 +13,7 @@
 //!
 //! Deliberately broken variants must be caught, so the checker is shown to bite: a completion
 //! guarded by nothing; a business write committed apart from its completion; an in-transaction
-//! reservation with neither the advisory gate nor the unique index; a delete that leaves the
+//! attempt with neither the advisory gate nor the primary key; a delete that leaves the
 //! record completed; a delete that removes the record.
 
 use stateright::{Checker, Model, Property};
@@ -34,7 +34,7 @@ enum Bug {
     UnguardedCompletion,
     /// The business write commits in its own transaction; the record is completed afterwards.
     SplitCommit,
-    /// In-transaction reservations without the advisory gate and without the unique index.
+    /// In-transaction attempts without the advisory gate and without the primary key deciding.
     UngatedReservation,
     /// Deleting the resource leaves its record completed.
     NoTombstone,
@@ -84,7 +84,8 @@ enum Answer {
 struct State {
     /// The committed idempotency record of the key.
     record: Record,
-    /// In-transaction strategy: a reservation inserted in an attempt's open transaction.
+    /// In-transaction strategy: attempts inside their gated transaction (the completed record is
+    /// inserted, once, when they complete and commit).
     pending: [bool; ATTEMPTS as usize],
     /// In-transaction strategy: the holder of the key's advisory transaction lock.
     gate: Option<u8>,
@@ -261,7 +262,7 @@ impl Protocol {
                     s.gate = None;
                 }
                 if unique && s.record != Record::None {
-                    // Another reservation committed first: mine loses on the unique index and
+                    // Another record committed first: my insert loses on the primary key and
                     // rolls back; answer from the winner's record.
                     let answer = match s.record {
                         Record::Completed { result, .. } => Answer::Success { result },
