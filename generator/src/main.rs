@@ -39,6 +39,9 @@ enum Command {
     Rules,
     /// Generates the server module (types, handler trait, router) and `idemgen.lock`.
     Build(BuildArgs),
+    /// Generates a client module (types, one async method per operation; keyed calls retried
+    /// with one key, on `idemgen_runtime::client` with feature `client`).
+    Client(BuildArgs),
     /// Writes a skeleton implementation of the handler trait for you to fill in (and, with
     /// `--main`, the service's `main.rs`). Never overwrites a file without `--force`.
     Scaffold(ScaffoldArgs),
@@ -144,7 +147,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => run_check(&args),
         Command::Rules => run_rules(),
-        Command::Build(args) => run_build(&args),
+        Command::Build(args) => run_build(&args, Target::Server),
+        Command::Client(args) => run_build(&args, Target::Client),
         Command::Scaffold(args) => run_scaffold(&args),
         Command::Fingerprint(args) => run_fingerprint(&args),
     }
@@ -189,7 +193,14 @@ fn run_rules() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run_build(args: &BuildArgs) -> ExitCode {
+/// What `run_build` generates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Server,
+    Client,
+}
+
+fn run_build(args: &BuildArgs, target: Target) -> ExitCode {
     let mut stdout = anstream::stdout();
     let mut stderr = anstream::stderr();
     let config = match Config::discover(&args.spec, args.config.as_deref()) {
@@ -199,7 +210,11 @@ fn run_build(args: &BuildArgs) -> ExitCode {
             return ExitCode::from(EXIT_UNUSABLE);
         }
     };
-    let plan = match build::plan(&args.spec, &args.out, &config) {
+    let planned = match target {
+        Target::Server => build::plan(&args.spec, &args.out, &config),
+        Target::Client => build::plan_client(&args.spec, &args.out, &config),
+    };
+    let plan = match planned {
         Ok(plan) => plan,
         Err(build::BuildError::Load(e)) => {
             let _ = write!(stderr, "{}", report::human::render_load_error(&e, true));
@@ -239,7 +254,11 @@ fn run_build(args: &BuildArgs) -> ExitCode {
         }
         let _ = writeln!(
             stderr,
-            "error: generated files differ from the spec; run `idemgen build {} --out {}`",
+            "error: generated files differ from the spec; run `idemgen {} {} --out {}`",
+            match target {
+                Target::Server => "build",
+                Target::Client => "client",
+            },
             args.spec.display(),
             args.out.display()
         );

@@ -4,6 +4,10 @@
 #[rustfmt::skip]
 pub mod api;
 pub mod auth;
+/// The generated client of the same spec (`idemgen client`), which the e2e tests drive the
+/// service through.
+#[rustfmt::skip]
+pub mod client;
 pub mod config;
 pub mod repo;
 pub mod service;

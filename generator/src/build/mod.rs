@@ -76,6 +76,29 @@ pub fn plan(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, B
     Ok(Plan { report, files })
 }
 
+/// Checks the spec and, when it has no errors, plans the client module (`idemgen client`): one
+/// file, `mod.rs` in `out_dir`. No lock: the client sends what the server fingerprints.
+pub fn plan_client(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, BuildError> {
+    let report = check(spec_path, config)?;
+    if report.errors() > 0 {
+        return Ok(Plan {
+            report,
+            files: Vec::new(),
+        });
+    }
+    let spec_name = spec_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "openapi".to_string());
+    let api = Api::from_spec(&report.spec, &config.header);
+    let module = emit::client::emit_client(&api, &spec_name)?;
+    let files = vec![GeneratedFile {
+        path: out_dir.join(MODULE_FILE),
+        contents: module,
+    }];
+    Ok(Plan { report, files })
+}
+
 /// What [`write`] did with one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {

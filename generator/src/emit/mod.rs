@@ -3,6 +3,7 @@
 //! printed by `prettyplease`. Nothing here reads the spec; nothing builds Rust by concatenating
 //! strings (the one-line preamble comment aside, which `syn` cannot carry).
 
+pub mod client;
 pub mod operations;
 pub mod server;
 pub mod types;

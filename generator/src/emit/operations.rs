@@ -18,12 +18,28 @@ pub fn types_path() -> TokenStream {
     quote!(types::)
 }
 
+/// Which side a response enum is generated for: the server's (axum's and http's types) or the
+/// client's (the runtime's `client` module re-exports them, so a client needs neither crate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `idemgen build`.
+    Server,
+    /// `idemgen client`.
+    Client,
+}
+
 /// The type of a body carried as `kind`.
 pub fn body_type(kind: &BodyKind) -> TokenStream {
-    match kind {
-        BodyKind::Json(ty) => rust_type(ty, &types_path()),
-        BodyKind::Text => quote!(::std::string::String),
-        BodyKind::Bytes => quote!(::axum::body::Bytes),
+    body_type_on(kind, Side::Server)
+}
+
+/// The type of a body carried as `kind`, on `side`.
+pub fn body_type_on(kind: &BodyKind, side: Side) -> TokenStream {
+    match (kind, side) {
+        (BodyKind::Json(ty), _) => rust_type(ty, &types_path()),
+        (BodyKind::Text, _) => quote!(::std::string::String),
+        (BodyKind::Bytes, Side::Server) => quote!(::axum::body::Bytes),
+        (BodyKind::Bytes, Side::Client) => quote!(::idemgen_runtime::client::Bytes),
     }
 }
 
@@ -110,13 +126,13 @@ pub fn request_struct(op: &OperationIr) -> TokenStream {
 }
 
 /// How a response variant holds its data.
-enum Shape {
+pub(super) enum Shape {
     Unit,
     Tuple,
     Struct,
 }
 
-fn shape(r: &ResponseIr) -> Shape {
+pub(super) fn shape(r: &ResponseIr) -> Shape {
     if r.status.has_status_field() || !r.headers.is_empty() {
         Shape::Struct
     } else if r.body.is_some() {
@@ -136,7 +152,18 @@ fn header_field_type(h: &crate::ir::HeaderIr) -> TokenStream {
 }
 
 /// The variants of a response enum.
-fn variants<'r>(responses: impl Iterator<Item = &'r ResponseIr>) -> Vec<TokenStream> {
+pub(super) fn variants<'r>(
+    responses: impl Iterator<Item = &'r ResponseIr>,
+    side: Side,
+) -> Vec<TokenStream> {
+    let status_type = match side {
+        Side::Server => quote!(::http::StatusCode),
+        Side::Client => quote!(::idemgen_runtime::client::StatusCode),
+    };
+    let status_doc = match side {
+        Side::Server => " The status to answer with.",
+        Side::Client => " The status answered.",
+    };
     responses
         .map(|r| {
             let variant = ident(&r.variant);
@@ -152,18 +179,18 @@ fn variants<'r>(responses: impl Iterator<Item = &'r ResponseIr>) -> Vec<TokenStr
             match shape(r) {
                 Shape::Unit => quote! { #doc #variant, },
                 Shape::Tuple => {
-                    let ty = r.body.as_ref().map(|b| body_type(&b.kind));
+                    let ty = r.body.as_ref().map(|b| body_type_on(&b.kind, side));
                     quote! { #doc #variant(#ty), }
                 }
                 Shape::Struct => {
                     let status = r.status.has_status_field().then(|| {
                         quote! {
-                            /// The status to answer with.
-                            status: ::http::StatusCode,
+                            #[doc = #status_doc]
+                            status: #status_type,
                         }
                     });
                     let body = r.body.as_ref().map(|b| {
-                        let ty = body_type(&b.kind);
+                        let ty = body_type_on(&b.kind, side);
                         let doc = doc_attrs(&format!("The body (`{}`).", b.media_type));
                         quote! { #doc body: #ty, }
                     });
@@ -252,7 +279,7 @@ pub fn success_enum(op: &OperationIr) -> TokenStream {
         "The successful responses of {}: one variant per declared 2xx status.{stored}",
         what(op)
     ));
-    let variants = variants(success.iter().copied());
+    let variants = variants(success.iter().copied(), Side::Server);
     let idempotent = op.is_idempotent();
     let arms = success.iter().map(|r| encode_arm(r, true, idempotent));
     quote! {
@@ -298,7 +325,7 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
         "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.",
         what(op)
     ));
-    let variants = variants(errors.iter().copied());
+    let variants = variants(errors.iter().copied(), Side::Server);
     let idempotent = op.is_idempotent();
     let arms = errors.iter().map(|r| encode_arm(r, false, idempotent));
     quote! {

@@ -56,6 +56,30 @@ fn generated_code_is_the_committed_snapshot() {
     }
 }
 
+/// The client module of every fixture is committed as `tests/compile/src/<name>_client`, where
+/// the compile crate builds and lints it (ranges, `default`, text and byte bodies, headers, query
+/// arrays, path parameters of every kind).
+#[test]
+fn generated_clients_are_the_committed_snapshot() {
+    for name in FIXTURES {
+        let spec = spec(name);
+        let config = Config::discover(&spec, None).expect("fixture config");
+        let out = Path::new("tests/compile/src").join(format!("{name}_client"));
+        let plan = build::plan_client(&spec, &out, &config).expect("fixture loads");
+        assert_eq!(plan.files.len(), 1, "{name}: one module, no lock");
+        if bless() {
+            build::write(&plan.files).unwrap();
+        }
+        assert_eq!(
+            build::drift(&plan.files),
+            [],
+            "{name}: the generated client changed; review it and rerun with IDEMGEN_BLESS=1"
+        );
+        let again = build::plan_client(&spec, &out, &config).unwrap();
+        assert_eq!(again.files, plan.files, "{name}: deterministic");
+    }
+}
+
 #[test]
 fn scaffold_is_the_committed_snapshot() {
     let spec = idemgen::loader::load(&spec("widgets")).unwrap();

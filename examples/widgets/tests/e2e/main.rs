@@ -22,3 +22,7 @@ mod handlers;
 /// The defects outside testing found: NUL characters, explicit nulls, media types, 404/405,
 /// duplicate credentials, the database down.
 mod hostile;
+
+/// The generated client: retries through a faulty proxy and PostgreSQL restarts, 409 waited out,
+/// 422 and 410 at once.
+mod client;

@@ -5,5 +5,9 @@
 #[rustfmt::skip]
 pub mod shapes;
 #[rustfmt::skip]
+pub mod shapes_client;
+#[rustfmt::skip]
 pub mod widgets;
+#[rustfmt::skip]
+pub mod widgets_client;
 pub mod widgets_scaffold;

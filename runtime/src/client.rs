@@ -1,0 +1,520 @@
+//! The client side of the protocol (feature `client`): what `idemgen client` generates calls.
+//!
+//! One retry loop for every generated method: a call to an `x-idempotent` operation carries one
+//! key (generated, or the caller's) on every attempt and is retried on connection errors,
+//! timeouts, 409 (after `Retry-After`), 503 and 504 — and 429 when the operation declares it —
+//! with exponential backoff, full jitter and a total time budget. Safe methods are retried the
+//! same way without a key (but not on 409). Any other call is repeated only when it surely never
+//! reached the server (the connection could not be made). Never on 400, 401, 403, 410, 422 or
+//! other answers: a repeat cannot change them (`idemgen_protocol::status::client_retries`).
+//!
+//! HTTPS needs the `client-rustls` feature (reqwest with rustls); `client` alone speaks HTTP.
+
+use std::time::{Duration, Instant};
+
+pub use bytes::Bytes;
+pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use idemgen_protocol::status::{Repeatable, client_retries};
+
+/// When and how often a call is retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1: never retried).
+    pub max_attempts: u32,
+    /// The time every attempt and wait of one call may take together; no retry starts after it.
+    pub budget: Duration,
+    /// The first backoff's ceiling; it doubles per attempt (full jitter: a random wait up to it).
+    pub base_delay: Duration,
+    /// The largest backoff ceiling, and the longest `Retry-After` honoured.
+    pub max_delay: Duration,
+    /// How long one attempt may take before it counts as a timeout.
+    pub attempt_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            budget: Duration::from_secs(30),
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(5),
+            attempt_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// One attempt, no retries.
+    pub fn off() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The wait before attempt `attempt + 1`: full jitter up to `base_delay · 2^(attempt-1)`,
+    /// capped by `max_delay`.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .base_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_delay);
+        let random = (uuid::Uuid::new_v4().as_u128() % 1_000_000) as u32;
+        ceiling.mul_f64(f64::from(random) / 1_000_000.0)
+    }
+}
+
+/// Per-call settings: the idempotency key to use, and a policy other than the client's.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// The key for an `x-idempotent` operation; `None` generates one (UUIDv4) per call. Pass the
+    /// same key to repeat a logical call across processes (e.g. after a crash).
+    pub key: Option<String>,
+    /// Overrides the client's retry policy for this call.
+    pub policy: Option<RetryPolicy>,
+}
+
+impl CallOptions {
+    /// Options with this idempotency key.
+    pub fn with_key(key: impl Into<String>) -> CallOptions {
+        CallOptions {
+            key: Some(key.into()),
+            policy: None,
+        }
+    }
+}
+
+/// A connection to one server: the HTTP client, the base URL, headers sent with every call (for
+/// example `Authorization`) and the retry policy.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    headers: HeaderMap,
+    policy: RetryPolicy,
+}
+
+impl Client {
+    /// A client of the server at `base_url` (`http://localhost:8080`), with the default policy.
+    pub fn new(base_url: impl Into<String>) -> Client {
+        Client::with_http(reqwest::Client::new(), base_url)
+    }
+
+    /// The same on a `reqwest::Client` of the caller's (TLS, proxies, pools).
+    pub fn with_http(http: reqwest::Client, base_url: impl Into<String>) -> Client {
+        let base: String = base_url.into();
+        Client {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            headers: HeaderMap::new(),
+            policy: RetryPolicy::default(),
+        }
+    }
+
+    /// Sends `name: value` with every call.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Client {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// Uses `policy` for every call that does not choose its own.
+    pub fn with_policy(mut self, policy: RetryPolicy) -> Client {
+        self.policy = policy;
+        self
+    }
+
+    /// The retry policy.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+
+    /// Sends `call` with retries as its kind allows; the answer is the last attempt's. Generated
+    /// methods call this and decode the answer.
+    #[doc(hidden)]
+    pub async fn send(&self, call: Call, options: &CallOptions) -> Result<Answer, Failure> {
+        let policy = options.policy.as_ref().unwrap_or(&self.policy);
+        let key = match &call.repeat {
+            Repeat::Keyed { .. } => Some(
+                options
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            ),
+            _ => None,
+        };
+        let repeatable = match call.repeat {
+            Repeat::Keyed { .. } => Repeatable::Keyed,
+            Repeat::Safe { .. } => Repeatable::Safe,
+            Repeat::Unsafe => Repeatable::Unsafe,
+        };
+        let declares_429 = match call.repeat {
+            Repeat::Keyed { declares_429, .. } | Repeat::Safe { declares_429 } => declares_429,
+            Repeat::Unsafe => false,
+        };
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let may_repeat = attempt < policy.max_attempts.max(1);
+            let within_budget = |wait: Duration| started.elapsed() + wait < policy.budget;
+            match self.request(&call, key.as_deref(), policy).send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    if may_repeat && client_retries(status.as_u16(), repeatable, declares_429) {
+                        let wait = retry_after(response.headers(), policy)
+                            .unwrap_or_else(|| policy.backoff(attempt));
+                        if within_budget(wait) {
+                            drop(response);
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                    }
+                    let headers = response.headers().clone();
+                    let body = response.bytes().await.map_err(|error| Failure {
+                        error,
+                        attempts: attempt,
+                        may_have_executed: repeatable != Repeatable::Safe,
+                        key: key.clone(),
+                    })?;
+                    let replayed = headers
+                        .get(idemgen_protocol::headers::IDEMPOTENT_REPLAYED)
+                        .is_some_and(|v| v == "true");
+                    return Ok(Answer {
+                        status,
+                        headers,
+                        body,
+                        replayed,
+                        attempts: attempt,
+                        key,
+                    });
+                }
+                Err(error) => {
+                    // A connection that could not be made never carried the request; anything
+                    // later (a timeout, a reset, a lost answer) may have reached the server.
+                    let unsent = error.is_connect();
+                    if may_repeat && (unsent || repeatable != Repeatable::Unsafe) {
+                        let wait = policy.backoff(attempt);
+                        if within_budget(wait) {
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                    }
+                    return Err(Failure {
+                        error,
+                        attempts: attempt,
+                        may_have_executed: !unsent && repeatable != Repeatable::Safe,
+                        key,
+                    });
+                }
+            }
+        }
+    }
+
+    /// One attempt's request.
+    fn request(
+        &self,
+        call: &Call,
+        key: Option<&str>,
+        policy: &RetryPolicy,
+    ) -> reqwest::RequestBuilder {
+        let mut url = format!("{}{}", self.base, call.path);
+        for (i, (name, value)) in call.query.iter().enumerate() {
+            url.push(if i == 0 { '?' } else { '&' });
+            url.push_str(&segment(name));
+            url.push('=');
+            url.push_str(&segment(value));
+        }
+        let mut request = self
+            .http
+            .request(call.method.clone(), url)
+            .headers(self.headers.clone())
+            .timeout(policy.attempt_timeout);
+        for (name, value) in &call.headers {
+            request = request.header(*name, value);
+        }
+        if let (Repeat::Keyed { header, .. }, Some(key)) = (&call.repeat, key) {
+            request = request.header(*header, key);
+        }
+        if let Some((content_type, body)) = &call.body {
+            request = request
+                .header(http::header::CONTENT_TYPE, *content_type)
+                .body(body.clone());
+        }
+        request
+    }
+}
+
+/// The `Retry-After` of a 409/429/503 (delay-seconds only), capped by the policy's `max_delay`.
+fn retry_after(headers: &HeaderMap, policy: &RetryPolicy) -> Option<Duration> {
+    let secs: u64 = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(policy.max_delay))
+}
+
+/// How a call may be repeated, as the spec says.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub enum Repeat {
+    /// `x-idempotent`: a key in `header` on every attempt.
+    Keyed {
+        /// The key header (`Idempotency-Key`, or the name from idemgen.toml).
+        header: &'static str,
+        /// Whether the operation declares 429.
+        declares_429: bool,
+    },
+    /// A safe method.
+    Safe {
+        /// Whether the operation declares 429.
+        declares_429: bool,
+    },
+    /// Any other method without a key.
+    Unsafe,
+}
+
+/// One call as a generated method describes it.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Call {
+    method: Method,
+    path: String,
+    query: Vec<(&'static str, String)>,
+    headers: Vec<(&'static str, String)>,
+    body: Option<(&'static str, Bytes)>,
+    repeat: Repeat,
+}
+
+impl Call {
+    /// A call of `method` on `path` (already expanded and encoded).
+    pub fn new(method: Method, path: String, repeat: Repeat) -> Call {
+        Call {
+            method,
+            path,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+            repeat,
+        }
+    }
+
+    /// Adds a query parameter.
+    pub fn query(mut self, name: &'static str, value: String) -> Call {
+        self.query.push((name, value));
+        self
+    }
+
+    /// Adds a header parameter.
+    pub fn header(mut self, name: &'static str, value: String) -> Call {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// A JSON body.
+    pub fn json<T: serde::Serialize + ?Sized>(
+        mut self,
+        content_type: &'static str,
+        value: &T,
+    ) -> Result<Call, serde_json::Error> {
+        self.body = Some((content_type, Bytes::from(serde_json::to_vec(value)?)));
+        Ok(self)
+    }
+
+    /// A body sent as it is.
+    pub fn bytes(mut self, content_type: &'static str, body: impl Into<Bytes>) -> Call {
+        self.body = Some((content_type, body.into()));
+        self
+    }
+}
+
+/// A path segment or query component, percent-encoded (everything but RFC 3986's unreserved
+/// characters).
+#[doc(hidden)]
+pub fn segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(char::from(byte))
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// The last attempt's answer, before decoding.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Its body.
+    pub body: Bytes,
+    /// Whether it is a replay (`Idempotent-Replayed: true`).
+    pub replayed: bool,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The key sent, for `x-idempotent` operations.
+    pub key: Option<String>,
+}
+
+impl Answer {
+    /// The body as JSON of `T`.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Unexpected> {
+        serde_json::from_slice(&self.body).map_err(|e| self.unexpected(format!("body: {e}")))
+    }
+
+    /// The body as text.
+    pub fn text(&self) -> Result<String, Unexpected> {
+        String::from_utf8(self.body.to_vec()).map_err(|_| self.unexpected("body: not UTF-8"))
+    }
+
+    /// A required header, parsed.
+    pub fn header<T: std::str::FromStr>(&self, name: &str) -> Result<T, Unexpected> {
+        self.optional_header(name)?
+            .ok_or_else(|| self.unexpected(format!("header {name} missing")))
+    }
+
+    /// An optional header, parsed.
+    pub fn optional_header<T: std::str::FromStr>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, Unexpected> {
+        match self.headers.get(name) {
+            None => Ok(None),
+            Some(value) => value
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Some)
+                .ok_or_else(|| self.unexpected(format!("header {name}: cannot be read"))),
+        }
+    }
+
+    /// Wraps a decoded value with what the call took.
+    pub fn reply<T>(&self, value: T) -> Reply<T> {
+        Reply {
+            value,
+            status: self.status,
+            headers: self.headers.clone(),
+            replayed: self.replayed,
+            attempts: self.attempts,
+            key: self.key.clone(),
+        }
+    }
+
+    /// This answer as an error: a problem+json body becomes [`Error::Problem`], anything else
+    /// [`Error::Unexpected`].
+    pub fn error<E>(&self) -> Error<E> {
+        let is_problem = self
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/problem+json"));
+        if is_problem && let Ok(problem) = serde_json::from_slice::<ProblemDetails>(&self.body) {
+            return Error::Problem(self.reply(problem));
+        }
+        Error::Unexpected(self.unexpected("undeclared status"))
+    }
+
+    fn unexpected(&self, why: impl Into<String>) -> Unexpected {
+        Unexpected {
+            status: self.status,
+            body: self.body.clone(),
+            why: why.into(),
+        }
+    }
+}
+
+/// A decoded answer and what the call took.
+#[derive(Debug, Clone)]
+pub struct Reply<T> {
+    /// The declared response, typed.
+    pub value: T,
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Whether the server replayed a stored result (`Idempotent-Replayed: true`): an earlier
+    /// attempt of this call (or another call with the same key) executed.
+    pub replayed: bool,
+    /// Attempts made (1: no retry).
+    pub attempts: u32,
+    /// The idempotency key sent, for `x-idempotent` operations: repeat the logical call later
+    /// with [`CallOptions::with_key`] to get the same result.
+    pub key: Option<String>,
+}
+
+/// An RFC 9457 problem the server answered with, as every idemgen server sends them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct ProblemDetails {
+    /// The problem type URI.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// A short summary.
+    #[serde(default)]
+    pub title: String,
+    /// The HTTP status.
+    #[serde(default)]
+    pub status: u16,
+    /// What happened, for this request.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// The stable code (idemgen servers: `key_reused`, `in_flight`, …).
+    #[serde(default)]
+    pub code: Option<String>,
+}
+
+/// An answer the client could not read as the spec declares it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unexpected answer {status}: {why}")]
+pub struct Unexpected {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its body.
+    pub body: Bytes,
+    /// What did not match.
+    pub why: String,
+}
+
+/// Why a call has no declared success answer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error<E> {
+    /// A declared error response (4xx/5xx the spec lists for the operation).
+    #[error("declared error response {}", .0.status)]
+    Response(Reply<E>),
+    /// A problem the spec does not declare for the operation (for example the protocol's own
+    /// 409, 410 or 422 on an operation that leaves them out).
+    #[error("problem {}: {}", .0.status, .0.value.title)]
+    Problem(Reply<ProblemDetails>),
+    /// No answer: the last attempt failed in transport (or the budget ran out).
+    #[error("transport: {0}")]
+    Transport(#[from] Failure),
+    /// An answer that does not match the spec.
+    #[error(transparent)]
+    Unexpected(#[from] Unexpected),
+    /// The request could not be encoded.
+    #[error("encoding the request: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// A call that got no answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{} attempt(s), no answer{}", .attempts, if *.may_have_executed { " (it may have executed)" } else { "" })]
+pub struct Failure {
+    #[source]
+    error: reqwest::Error,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Whether the server may have executed the call: repeat a keyed call with the same key
+    /// ([`Failure::key`]) to learn its outcome.
+    pub may_have_executed: bool,
+    /// The key sent, for `x-idempotent` operations.
+    pub key: Option<String>,
+}
