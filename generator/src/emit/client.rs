@@ -42,11 +42,14 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
             pub mod types {
                 #(#type_items)*
             }
+            #[allow(unused_imports)]
             pub use ::idemgen_runtime::client::{CallOptions, Error, ProblemDetails, Reply, RetryPolicy};
         },
     );
     for (i, op) in api.operations.iter().enumerate() {
-        items.insert((1, format!("{i:06}")), response_enums(op));
+        let mut tokens = params_struct(op);
+        tokens.extend(response_enums(op));
+        items.insert((1, format!("{i:06}")), tokens);
     }
     let methods = api.operations.iter().map(method);
     let client_doc = doc_attrs(&format!(
@@ -170,27 +173,25 @@ fn method(op: &OperationIr) -> TokenStream {
     let support = quote!(::idemgen_runtime::client);
     let mut args = Vec::new();
     let mut arg_docs = Vec::new();
-    for p in &op.params {
+    for p in op.params_in(ParamLocation::Path) {
         let field = ident(&p.field);
         let ty = super::types::rust_type(&p.ty, &types_path());
-        let ty = match (&p.ty, p.required) {
-            (TypeRef::Vec(inner), _) => {
-                let inner = super::types::rust_type(inner, &types_path());
-                quote!(&[#inner])
-            }
-            (_, true) => quote!(&#ty),
-            (_, false) => quote!(::std::option::Option<&#ty>),
-        };
-        args.push(quote!(#field: #ty));
+        args.push(quote!(#field: &#ty));
         arg_docs.push(format!(
-            "- `{}`: the `{}` {} parameter{}",
+            "- `{}`: the `{}` path parameter{}",
             p.field,
             p.wire,
-            p.location.as_str(),
             p.doc
                 .as_deref()
                 .map(|d| format!(": {}", d.lines().next().unwrap_or("")))
                 .unwrap_or_default()
+        ));
+    }
+    if has_params_struct(op) {
+        let params = params_ident(op);
+        args.push(quote!(params: &#params));
+        arg_docs.push(format!(
+            "- `params`: the query and header parameters ([`{params}`])"
         ));
     }
     if let Some(body) = &op.body {
@@ -286,8 +287,11 @@ fn method(op: &OperationIr) -> TokenStream {
         doc.push_str(&arg_docs.join("\n"));
     }
     let doc = doc_attrs(&doc);
+    // `self`, the arguments and `options`: clippy's limit is 7.
+    let allow = (args.len() + 2 > 7).then(|| quote!(#[allow(clippy::too_many_arguments)]));
     quote! {
         #doc
+        #allow
         pub async fn #name(
             &self,
             #(#args,)*
@@ -390,7 +394,7 @@ fn path_expr(op: &OperationIr) -> TokenStream {
     quote!(::std::format!(#template, #(#values),*))
 }
 
-/// A query or header parameter added to `call`.
+/// A query or header parameter, from the operation's parameters struct, added to `call`.
 fn param_stmt(p: &ParamIr) -> TokenStream {
     let field = ident(&p.field);
     let wire = Literal::string(&p.wire);
@@ -403,17 +407,17 @@ fn param_stmt(p: &ParamIr) -> TokenStream {
         (TypeRef::Vec(inner), _) => {
             let text = to_text(inner, quote!(item));
             quote! {
-                let call = #field.iter().fold(call, |call, item| call.#add(#wire, #text));
+                let call = params.#field.iter().fold(call, |call, item| call.#add(#wire, #text));
             }
         }
         (ty, true) => {
-            let text = to_text(ty, quote!(#field));
+            let text = to_text(ty, quote!(params.#field));
             quote!(let call = call.#add(#wire, #text);)
         }
         (ty, false) => {
             let text = to_text(ty, quote!(value));
             quote! {
-                let call = match #field {
+                let call = match &params.#field {
                     ::std::option::Option::Some(value) => call.#add(#wire, #text),
                     ::std::option::Option::None => call,
                 };
@@ -422,10 +426,77 @@ fn param_stmt(p: &ParamIr) -> TokenStream {
     }
 }
 
+/// Whether the operation has query or header parameters (carried in a struct, so that methods
+/// of operations with many stay readable: `&ListPaymentsParams { per_page: Some(10),
+/// ..Default::default() }`).
+fn has_params_struct(op: &OperationIr) -> bool {
+    op.params.iter().any(|p| p.location != ParamLocation::Path)
+}
+
+/// `ListWidgetsParams`.
+fn params_ident(op: &OperationIr) -> Ident {
+    format_ident!("{}Params", op.name)
+}
+
+/// The parameters struct of an operation: its query and header parameters, owned; `Default`
+/// when every required one has a default (optional ones are `None`).
+fn params_struct(op: &OperationIr) -> TokenStream {
+    if !has_params_struct(op) {
+        return TokenStream::new();
+    }
+    let name = params_ident(op);
+    let mut defaultable = true;
+    let fields = op
+        .params
+        .iter()
+        .filter(|p| p.location != ParamLocation::Path)
+        .map(|p| {
+            let field = ident(&p.field);
+            let ty = super::types::rust_type(&p.ty, &types_path());
+            let ty = if p.required || matches!(p.ty, TypeRef::Vec(_)) {
+                defaultable &= has_default(&p.ty);
+                ty
+            } else {
+                quote!(::std::option::Option<#ty>)
+            };
+            let doc = doc_attrs(p.doc.as_deref().unwrap_or(&format!(
+                "The `{}` {} parameter.",
+                p.wire,
+                p.location.as_str()
+            )));
+            quote! { #doc pub #field: #ty, }
+        })
+        .collect::<Vec<_>>();
+    let derive_default = defaultable.then(|| quote!(Default,));
+    let doc = doc_attrs(&format!("The query and header parameters of {}.", what(op)));
+    quote! {
+        #doc
+        #[derive(Debug, Clone, PartialEq, #derive_default)]
+        pub struct #name {
+            #(#fields)*
+        }
+    }
+}
+
+/// Whether a parameter type has a `Default` (generated enums and aliases may not).
+fn has_default(ty: &TypeRef) -> bool {
+    matches!(
+        ty,
+        TypeRef::String
+            | TypeRef::Bool
+            | TypeRef::I32
+            | TypeRef::I64
+            | TypeRef::F64
+            | TypeRef::Uuid
+            | TypeRef::Vec(_)
+            | TypeRef::Option(_)
+    )
+}
+
 /// A parameter value as it is written on the wire.
 fn to_text(ty: &TypeRef, value: TokenStream) -> TokenStream {
     match ty {
         TypeRef::DateTime => quote!(#value.to_rfc3339()),
-        _ => quote!(::std::string::ToString::to_string(#value)),
+        _ => quote!(#value.to_string()),
     }
 }

@@ -131,6 +131,7 @@ pub mod types {
         pub items: ::std::vec::Vec<Widget>,
     }
 }
+#[allow(unused_imports)]
 pub use ::idemgen_runtime::client::{
     CallOptions, Error, ProblemDetails, Reply, RetryPolicy,
 };
@@ -172,6 +173,12 @@ pub enum CreateWidgetError {
     Status503(types::Problem),
     /// 504: An RFC 9457 problem.
     Status504(types::Problem),
+}
+/// The query and header parameters of `listWidgets` (`GET /widgets`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ListWidgetsParams {
+    /// The `limit` query parameter.
+    pub limit: ::std::option::Option<i32>,
 }
 /// The successful responses of `listWidgets` (`GET /widgets`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -421,10 +428,10 @@ impl WidgetsClient {
     ///
     /// Safe: retried on connection errors, timeouts, 503 and 504.
     ///
-    /// - `limit`: the `limit` query parameter
+    /// - `params`: the query and header parameters ([`ListWidgetsParams`])
     pub async fn list_widgets(
         &self,
-        limit: ::std::option::Option<&i32>,
+        params: &ListWidgetsParams,
         options: &::idemgen_runtime::client::CallOptions,
     ) -> ::std::result::Result<
         ::idemgen_runtime::client::Reply<ListWidgetsResponse>,
@@ -437,10 +444,8 @@ impl WidgetsClient {
                 declares_429: false,
             },
         );
-        let call = match limit {
-            ::std::option::Option::Some(value) => {
-                call.query("limit", ::std::string::ToString::to_string(value))
-            }
+        let call = match &params.limit {
+            ::std::option::Option::Some(value) => call.query("limit", value.to_string()),
             ::std::option::Option::None => call,
         };
         let answer = self.inner.send(call, options).await?;
@@ -506,8 +511,7 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::GET,
             ::std::format!(
-                "/widgets/{}", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}", ::idemgen_runtime::client::segment(& id.to_string())
             ),
             ::idemgen_runtime::client::Repeat::Safe {
                 declares_429: false,
@@ -583,8 +587,7 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::DELETE,
             ::std::format!(
-                "/widgets/{}", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}", ::idemgen_runtime::client::segment(& id.to_string())
             ),
             ::idemgen_runtime::client::Repeat::Unsafe,
         );
@@ -658,8 +661,8 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::POST,
             ::std::format!(
-                "/widgets/{}/publish", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}/publish", ::idemgen_runtime::client::segment(& id
+                .to_string())
             ),
             ::idemgen_runtime::client::Repeat::Keyed {
                 header: "Idempotency-Key",

@@ -13,7 +13,7 @@ use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use widgets::client::types::NewWidget;
-use widgets::client::{CreateWidgetError, CreateWidgetResponse, WidgetsClient};
+use widgets::client::{CreateWidgetError, CreateWidgetResponse, ListWidgetsParams, WidgetsClient};
 
 use crate::support::*;
 
@@ -412,11 +412,11 @@ async fn a_write_without_a_key_is_never_repeated_once_it_may_have_arrived() {
     // A safe read through the same proxy (its next connection is clean, the one after that is
     // reset before it reaches the server) is repeated past the fault.
     through_proxy
-        .list_widgets(None, &CallOptions::default())
+        .list_widgets(&ListWidgetsParams::default(), &CallOptions::default())
         .await
         .unwrap();
     let listed = through_proxy
-        .list_widgets(None, &CallOptions::default())
+        .list_widgets(&ListWidgetsParams::default(), &CallOptions::default())
         .await
         .expect("a GET is retried");
     assert!(listed.attempts >= 2, "{}", listed.attempts);

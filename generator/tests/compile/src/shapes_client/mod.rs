@@ -543,9 +543,20 @@ pub mod types {
         pub string: ::std::option::Option<String>,
     }
 }
+#[allow(unused_imports)]
 pub use ::idemgen_runtime::client::{
     CallOptions, Error, ProblemDetails, Reply, RetryPolicy,
 };
+/// The query and header parameters of `createPet` (`POST /pets`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CreatePetParams {
+    /// The `tag` query parameter.
+    pub tag: ::std::vec::Vec<::std::string::String>,
+    /// The `X-Trace` header parameter.
+    pub x_trace: ::std::string::String,
+    /// The `type` query parameter.
+    pub r#type: ::std::option::Option<::std::string::String>,
+}
 /// The successful responses of `createPet` (`POST /pets`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -607,6 +618,14 @@ pub enum UploadPhotoError {
         body: ::idemgen_runtime::client::Bytes,
     },
 }
+/// The query and header parameters of `recordReadings` (`POST /readings`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecordReadingsParams {
+    /// The `sensor` query parameter.
+    pub sensor: ::std::vec::Vec<i64>,
+    /// The `X-Site` header parameter.
+    pub x_site: ::std::option::Option<types::SiteCode>,
+}
 /// The successful responses of `recordReadings` (`POST /readings`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -667,15 +686,11 @@ impl ShapesClient {
     ///
     /// Idempotent: one key (generated, or `options.key`) is sent in `X-Pet-Key` on every attempt, and the call is retried on connection errors, timeouts, 409, 503 and 504.
     ///
-    /// - `tag`: the `tag` query parameter
-    /// - `x_trace`: the `X-Trace` header parameter
-    /// - `type`: the `type` query parameter
+    /// - `params`: the query and header parameters ([`CreatePetParams`])
     /// - `body`: the request body (`application/json`)
     pub async fn create_pet(
         &self,
-        tag: &[::std::string::String],
-        x_trace: &::std::string::String,
-        r#type: ::std::option::Option<&::std::string::String>,
+        params: &CreatePetParams,
         body: ::std::option::Option<&types::Pet>,
         options: &::idemgen_runtime::client::CallOptions,
     ) -> ::std::result::Result<
@@ -690,17 +705,13 @@ impl ShapesClient {
                 declares_429: false,
             },
         );
-        let call = tag
+        let call = params
+            .tag
             .iter()
-            .fold(
-                call,
-                |call, item| call.query("tag", ::std::string::ToString::to_string(item)),
-            );
-        let call = call.header("X-Trace", ::std::string::ToString::to_string(x_trace));
-        let call = match r#type {
-            ::std::option::Option::Some(value) => {
-                call.query("type", ::std::string::ToString::to_string(value))
-            }
+            .fold(call, |call, item| call.query("tag", item.to_string()));
+        let call = call.header("X-Trace", params.x_trace.to_string());
+        let call = match &params.r#type {
+            ::std::option::Option::Some(value) => call.query("type", value.to_string()),
             ::std::option::Option::None => call,
         };
         let call = match body {
@@ -771,8 +782,8 @@ impl ShapesClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::PUT,
             ::std::format!(
-                "/pets/{}/photo", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(pet_id))
+                "/pets/{}/photo", ::idemgen_runtime::client::segment(& pet_id
+                .to_string())
             ),
             ::idemgen_runtime::client::Repeat::Keyed {
                 header: "X-Pet-Key",
@@ -806,13 +817,11 @@ impl ShapesClient {
     ///
     /// Not idempotent: never repeated once the request may have reached the server.
     ///
-    /// - `sensor`: the `sensor` query parameter
-    /// - `x_site`: the `X-Site` header parameter
+    /// - `params`: the query and header parameters ([`RecordReadingsParams`])
     /// - `body`: the request body (`application/json`)
     pub async fn record_readings(
         &self,
-        sensor: &[i64],
-        x_site: ::std::option::Option<&types::SiteCode>,
+        params: &RecordReadingsParams,
         body: &types::RecordReadingsRequestBody,
         options: &::idemgen_runtime::client::CallOptions,
     ) -> ::std::result::Result<
@@ -824,17 +833,13 @@ impl ShapesClient {
             ::std::string::String::from("/readings"),
             ::idemgen_runtime::client::Repeat::Unsafe,
         );
-        let call = sensor
+        let call = params
+            .sensor
             .iter()
-            .fold(
-                call,
-                |call, item| {
-                    call.query("sensor", ::std::string::ToString::to_string(item))
-                },
-            );
-        let call = match x_site {
+            .fold(call, |call, item| call.query("sensor", item.to_string()));
+        let call = match &params.x_site {
             ::std::option::Option::Some(value) => {
-                call.header("X-Site", ::std::string::ToString::to_string(value))
+                call.header("X-Site", value.to_string())
             }
             ::std::option::Option::None => call,
         };

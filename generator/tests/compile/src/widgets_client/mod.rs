@@ -132,6 +132,7 @@ pub mod types {
         pub created_at: ::chrono::DateTime<::chrono::Utc>,
     }
 }
+#[allow(unused_imports)]
 pub use ::idemgen_runtime::client::{
     CallOptions, Error, ProblemDetails, Reply, RetryPolicy,
 };
@@ -171,6 +172,16 @@ pub enum CreateWidgetError {
     Status503(types::Problem),
     /// 504: An RFC 9457 problem.
     Status504(types::Problem),
+}
+/// The query and header parameters of `listWidgets` (`GET /widgets`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ListWidgetsParams {
+    /// The `limit` query parameter.
+    pub limit: ::std::option::Option<i32>,
+    /// The `color` query parameter.
+    pub color: ::std::option::Option<types::Color>,
+    /// The `X-Request-Id` header parameter.
+    pub x_request_id: ::std::option::Option<::std::string::String>,
 }
 /// The successful responses of `listWidgets` (`GET /widgets`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +224,12 @@ pub enum DeleteWidgetResponse {
 pub enum DeleteWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
+}
+/// The query and header parameters of `publishWidget` (`POST /widgets/{id}/publish`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PublishWidgetParams {
+    /// The `notify` query parameter.
+    pub notify: ::std::option::Option<bool>,
 }
 /// The successful responses of `publishWidget` (`POST /widgets/{id}/publish`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -388,14 +405,10 @@ impl WidgetsClient {
     ///
     /// Safe: retried on connection errors, timeouts, 503 and 504.
     ///
-    /// - `limit`: the `limit` query parameter
-    /// - `color`: the `color` query parameter
-    /// - `x_request_id`: the `X-Request-Id` header parameter
+    /// - `params`: the query and header parameters ([`ListWidgetsParams`])
     pub async fn list_widgets(
         &self,
-        limit: ::std::option::Option<&i32>,
-        color: ::std::option::Option<&types::Color>,
-        x_request_id: ::std::option::Option<&::std::string::String>,
+        params: &ListWidgetsParams,
         options: &::idemgen_runtime::client::CallOptions,
     ) -> ::std::result::Result<
         ::idemgen_runtime::client::Reply<ListWidgetsResponse>,
@@ -408,21 +421,17 @@ impl WidgetsClient {
                 declares_429: false,
             },
         );
-        let call = match limit {
-            ::std::option::Option::Some(value) => {
-                call.query("limit", ::std::string::ToString::to_string(value))
-            }
+        let call = match &params.limit {
+            ::std::option::Option::Some(value) => call.query("limit", value.to_string()),
             ::std::option::Option::None => call,
         };
-        let call = match color {
-            ::std::option::Option::Some(value) => {
-                call.query("color", ::std::string::ToString::to_string(value))
-            }
+        let call = match &params.color {
+            ::std::option::Option::Some(value) => call.query("color", value.to_string()),
             ::std::option::Option::None => call,
         };
-        let call = match x_request_id {
+        let call = match &params.x_request_id {
             ::std::option::Option::Some(value) => {
-                call.header("X-Request-Id", ::std::string::ToString::to_string(value))
+                call.header("X-Request-Id", value.to_string())
             }
             ::std::option::Option::None => call,
         };
@@ -459,8 +468,7 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::GET,
             ::std::format!(
-                "/widgets/{}", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}", ::idemgen_runtime::client::segment(& id.to_string())
             ),
             ::idemgen_runtime::client::Repeat::Safe {
                 declares_429: false,
@@ -499,8 +507,7 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::DELETE,
             ::std::format!(
-                "/widgets/{}", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}", ::idemgen_runtime::client::segment(& id.to_string())
             ),
             ::idemgen_runtime::client::Repeat::Unsafe,
         );
@@ -523,13 +530,13 @@ impl WidgetsClient {
     ///
     /// Idempotent: one key (generated, or `options.key`) is sent in `Idempotency-Key` on every attempt, and the call is retried on connection errors, timeouts, 409, 503 and 504.
     ///
-    /// - `notify`: the `notify` query parameter
     /// - `id`: the `id` path parameter
+    /// - `params`: the query and header parameters ([`PublishWidgetParams`])
     /// - `body`: the request body (`application/json`)
     pub async fn publish_widget(
         &self,
-        notify: ::std::option::Option<&bool>,
         id: &::uuid::Uuid,
+        params: &PublishWidgetParams,
         body: &types::PublishWidgetRequestBody,
         options: &::idemgen_runtime::client::CallOptions,
     ) -> ::std::result::Result<
@@ -539,18 +546,16 @@ impl WidgetsClient {
         let call = ::idemgen_runtime::client::Call::new(
             ::idemgen_runtime::client::Method::POST,
             ::std::format!(
-                "/widgets/{}/publish", ::idemgen_runtime::client::segment(&
-                ::std::string::ToString::to_string(id))
+                "/widgets/{}/publish", ::idemgen_runtime::client::segment(& id
+                .to_string())
             ),
             ::idemgen_runtime::client::Repeat::Keyed {
                 header: "Idempotency-Key",
                 declares_429: false,
             },
         );
-        let call = match notify {
-            ::std::option::Option::Some(value) => {
-                call.query("notify", ::std::string::ToString::to_string(value))
-            }
+        let call = match &params.notify {
+            ::std::option::Option::Some(value) => call.query("notify", value.to_string()),
             ::std::option::Option::None => call,
         };
         let call = call.json("application/json", body)?;
