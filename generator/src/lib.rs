@@ -11,6 +11,7 @@ pub mod config;
 pub mod emit;
 pub mod ir;
 pub mod loader;
+pub mod probe;
 pub mod lock;
 pub mod report;
 pub mod rules;

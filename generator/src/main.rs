@@ -47,6 +47,61 @@ enum Command {
     Scaffold(ScaffoldArgs),
     /// Prints the `hs1` fingerprint of a semantic input, exactly as the runtime computes it.
     Fingerprint(FingerprintArgs),
+    /// Checks a running server against the idempotency protocol, from its spec: keys required
+    /// and well-formed, replays byte for byte, 422 on a changed request, failures not stored,
+    /// one execution under 20 concurrent requests, keys scoped to their owner, problem+json.
+    ///
+    /// IT CREATES REAL RESOURCES on the server (every successful request executes or replays a
+    /// write): point it at a test or staging deployment. `--dry-run` prints the requests instead.
+    #[command(after_help = PROBE_AFTER_HELP)]
+    Probe(ProbeArgs),
+}
+
+const PROBE_AFTER_HELP: &str = "\
+Examples:
+  idemgen probe openapi.yaml --base-url http://127.0.0.1:8080 --header 'Authorization: Bearer tok1'
+  idemgen probe openapi.yaml --base-url $URL --header \"Authorization: Bearer $A\" \\
+      --other-header \"Authorization: Bearer $B\" --format junit > probe.xml
+
+Exit codes: 0 every check passed (skipped checks name their reason), 1 a check failed,
+2 usage, spec or connection errors.";
+
+#[derive(Debug, clap::Args)]
+struct ProbeArgs {
+    /// The OpenAPI 3.0/3.1 document (YAML or JSON).
+    spec: PathBuf,
+    /// The server, e.g. `http://127.0.0.1:8080`.
+    #[arg(long, value_name = "URL")]
+    base_url: String,
+    /// A header sent with every request, e.g. a credential (`'Authorization: Bearer …'`).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// A second credential's header, for the check that keys are scoped to their owner.
+    #[arg(long = "other-header", value_name = "NAME: VALUE")]
+    other_headers: Vec<String>,
+    /// Probe only this operationId (repeatable).
+    #[arg(long, value_name = "OPERATION_ID")]
+    only: Vec<String>,
+    /// A path parameter's value (repeatable); without one the probe creates a resource with the
+    /// same-prefix POST.
+    #[arg(long = "path-param", value_name = "NAME=VALUE")]
+    path_params: Vec<String>,
+    /// The output format.
+    #[arg(long, value_enum, default_value_t = ProbeFormat::Human)]
+    format: ProbeFormat,
+    /// Print the requests it would send; send nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The config file [default: idemgen.toml beside the spec, if present].
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ProbeFormat {
+    Human,
+    Json,
+    Junit,
 }
 
 #[derive(Debug, clap::Args)]
@@ -151,6 +206,7 @@ fn main() -> ExitCode {
         Command::Client(args) => run_build(&args, Target::Client),
         Command::Scaffold(args) => run_scaffold(&args),
         Command::Fingerprint(args) => run_fingerprint(&args),
+        Command::Probe(args) => run_probe(&args),
     }
 }
 
@@ -403,6 +459,86 @@ fn run_check(args: &CheckArgs) -> ExitCode {
     };
     let _ = write!(stdout, "{}", report::render(&report, format, color));
     if report.fails(args.deny_warnings) {
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn header_pairs(raw: &[String]) -> Result<Vec<(String, String)>, String> {
+    raw.iter()
+        .map(|h| match h.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                Ok((name.trim().to_string(), value.trim().to_string()))
+            }
+            _ => Err(format!("--header {h:?}: expected 'Name: value'")),
+        })
+        .collect()
+}
+
+fn run_probe(args: &ProbeArgs) -> ExitCode {
+    let mut stdout = anstream::stdout();
+    let mut stderr = anstream::stderr();
+    let usage = |stderr: &mut anstream::Stderr, message: String| {
+        let _ = writeln!(stderr, "error: {message}");
+        ExitCode::from(EXIT_UNUSABLE)
+    };
+    let (headers, other_headers) = match (
+        header_pairs(&args.headers),
+        header_pairs(&args.other_headers),
+    ) {
+        (Ok(h), Ok(o)) => (h, o),
+        (Err(e), _) | (_, Err(e)) => return usage(&mut stderr, e),
+    };
+    let mut path_params = std::collections::BTreeMap::new();
+    for p in &args.path_params {
+        match p.split_once('=') {
+            Some((name, value)) if !name.is_empty() => {
+                path_params.insert(name.to_string(), value.to_string());
+            }
+            _ => return usage(&mut stderr, format!("--path-param {p:?}: expected NAME=VALUE")),
+        }
+    }
+    let config = match Config::discover(&args.spec, args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return usage(&mut stderr, e.to_string()),
+    };
+    let report = match check(&args.spec, &config) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = write!(stderr, "{}", report::human::render_load_error(&e, true));
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    if report.errors() > 0 {
+        let _ = write!(stderr, "{}", report::render(&report, Format::Human, true));
+        return usage(
+            &mut stderr,
+            format!(
+                "not probing: the spec has {} error(s); fix them first (idemgen check)",
+                report.errors()
+            ),
+        );
+    }
+    let options = idemgen::probe::Options {
+        base_url: args.base_url.clone(),
+        headers,
+        other_headers,
+        only: args.only.clone(),
+        path_params,
+        dry_run: args.dry_run,
+    };
+    let probed = match idemgen::probe::run(&report.spec, &config.header, &options) {
+        Ok(p) => p,
+        Err(e) => return usage(&mut stderr, e.to_string()),
+    };
+    let text = match args.format {
+        ProbeFormat::Human => idemgen::probe::report::human(&probed),
+        ProbeFormat::Json => idemgen::probe::report::json(&probed),
+        ProbeFormat::Junit => idemgen::probe::report::junit(&probed),
+    };
+    let _ = write!(stdout, "{text}");
+    if probed.failed() {
         ExitCode::from(EXIT_FAILED)
     } else {
         ExitCode::SUCCESS
