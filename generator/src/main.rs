@@ -496,7 +496,12 @@ fn run_probe(args: &ProbeArgs) -> ExitCode {
             Some((name, value)) if !name.is_empty() => {
                 path_params.insert(name.to_string(), value.to_string());
             }
-            _ => return usage(&mut stderr, format!("--path-param {p:?}: expected NAME=VALUE")),
+            _ => {
+                return usage(
+                    &mut stderr,
+                    format!("--path-param {p:?}: expected NAME=VALUE"),
+                );
+            }
         }
     }
     let config = match Config::discover(&args.spec, args.config.as_deref()) {

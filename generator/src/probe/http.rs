@@ -112,7 +112,9 @@ fn send_with(agent: &ureq::Agent, request: &Request) -> Result<Exchange, String>
         builder = builder.header(name.as_str(), value.as_str());
     }
     let body = request.body.clone().unwrap_or_default();
-    let built = builder.body(body).map_err(|e| format!("invalid request: {e}"))?;
+    let built = builder
+        .body(body)
+        .map_err(|e| format!("invalid request: {e}"))?;
     let mut response = agent.run(built).map_err(|e| e.to_string())?;
     let status = response.status().as_u16();
     let headers = response
@@ -154,6 +156,9 @@ pub fn send_concurrently(request: &Request, n: usize) -> Vec<Result<Exchange, St
         .collect();
     threads
         .into_iter()
-        .map(|t| t.join().unwrap_or_else(|_| Err("the request thread panicked".into())))
+        .map(|t| {
+            t.join()
+                .unwrap_or_else(|_| Err("the request thread panicked".into()))
+        })
         .collect()
 }

@@ -29,7 +29,10 @@ pub const CHECKS: [(&str, &str); 9] = [
         "key-malformed",
         "a key with a space, a tab, or 256 characters is refused with 400",
     ),
-    ("first-succeeds", "the first request with a fresh key succeeds (2xx)"),
+    (
+        "first-succeeds",
+        "the first request with a fresh key succeeds (2xx)",
+    ),
     (
         "retry-replays",
         "a retry gets the same status, body bytes and Location, marked Idempotent-Replayed: true",
@@ -345,7 +348,8 @@ fn resource_from_create(
         create.is_idempotent().then_some(key.as_str()),
         create_target.body.as_ref().map(|(b, _)| b),
     );
-    let exchange = http::send(&request).map_err(|e| format!("creating a resource for `{param}`: {e}"))?;
+    let exchange =
+        http::send(&request).map_err(|e| format!("creating a resource for `{param}`: {e}"))?;
     let got = &exchange.got;
     if !(200..300).contains(&got.status) {
         return Err(format!(
@@ -379,29 +383,58 @@ fn dry_run(target: &Target, options: &Options, tag: &str, report: &mut ProbeRepo
     let long = "k".repeat(256);
     let mut plan: Vec<(&str, Request)> = vec![
         ("key-missing", target.request(options, None, body)),
-        ("key-malformed", target.request(options, Some("has space"), body)),
-        ("key-malformed", target.request(options, Some("has\ttab"), body)),
+        (
+            "key-malformed",
+            target.request(options, Some("has space"), body),
+        ),
+        (
+            "key-malformed",
+            target.request(options, Some("has\ttab"), body),
+        ),
         ("key-malformed", target.request(options, Some(&long), body)),
-        ("first-succeeds", target.request(options, Some(&key("first")), body)),
-        ("retry-replays", target.request(options, Some(&key("first")), body)),
+        (
+            "first-succeeds",
+            target.request(options, Some(&key("first")), body),
+        ),
+        (
+            "retry-replays",
+            target.request(options, Some(&key("first")), body),
+        ),
     ];
     if let Some(second) = second {
-        plan.push(("changed-request", target.request(options, Some(&key("first")), Some(second))));
+        plan.push((
+            "changed-request",
+            target.request(options, Some(&key("first")), Some(second)),
+        ));
     }
     if body.is_some() {
-        plan.push(("failure-not-stored", target.request(options, Some(&key("failure")), Some(&invalid))));
-        plan.push(("failure-not-stored", target.request(options, Some(&key("failure")), body)));
+        plan.push((
+            "failure-not-stored",
+            target.request(options, Some(&key("failure")), Some(&invalid)),
+        ));
+        plan.push((
+            "failure-not-stored",
+            target.request(options, Some(&key("failure")), body),
+        ));
     }
-    plan.push(("concurrent (20 copies at once)", target.request(options, Some(&key("storm")), body)));
+    plan.push((
+        "concurrent (20 copies at once)",
+        target.request(options, Some(&key("storm")), body),
+    ));
     if !options.other_headers.is_empty() {
         let other = Options {
             headers: options.other_headers.clone(),
             ..options.clone()
         };
-        plan.push(("owners-independent", target.request(&other, Some(&key("first")), body)));
+        plan.push((
+            "owners-independent",
+            target.request(&other, Some(&key("first")), body),
+        ));
     }
     for (check, request) in plan {
-        report.dry_run.push((format!("{} {check}", target.id), request));
+        report
+            .dry_run
+            .push((format!("{} {check}", target.id), request));
     }
 }
 
@@ -481,7 +514,10 @@ fn probe_operation(
     }
 
     // changed-request
-    match (first_ok, target.body.as_ref().and_then(|(_, second)| second.as_ref())) {
+    match (
+        first_ok,
+        target.body.as_ref().and_then(|(_, second)| second.as_ref()),
+    ) {
         (false, _) => record("changed-request", skipped_first()),
         (true, None) => record(
             "changed-request",
@@ -506,7 +542,8 @@ fn probe_operation(
         );
     } else {
         let failure_key = key("failure");
-        let invalid = send(&target.request(options, Some(&failure_key), Some(&Value::Array(vec![]))))?;
+        let invalid =
+            send(&target.request(options, Some(&failure_key), Some(&Value::Array(vec![]))))?;
         if (200..300).contains(&invalid.got.status) {
             record(
                 "failure-not-stored",
@@ -528,7 +565,11 @@ fn probe_operation(
                             "after a {} for an invalid body, the valid request with the same key answered {}{}",
                             invalid.got.status,
                             valid.got.status,
-                            if valid.got.replayed() { " (a replay)" } else { "" }
+                            if valid.got.replayed() {
+                                " (a replay)"
+                            } else {
+                                ""
+                            }
                         ),
                     )
                 },
@@ -582,7 +623,9 @@ fn probe_operation(
                 format!(
                     "a {} answer is `{}`",
                     e.got.status,
-                    e.got.header("content-type").unwrap_or("without Content-Type")
+                    e.got
+                        .header("content-type")
+                        .unwrap_or("without Content-Type")
                 ),
             ),
             (false, None) => Outcome::Passed,
@@ -613,16 +656,28 @@ fn expect_status(exchange: &Exchange, status: u16) -> Outcome {
 fn replay_of(first: &Exchange, retry: &Exchange) -> Outcome {
     let (a, b) = (&first.got, &retry.got);
     if b.status != a.status {
-        return failed(retry, format!("the retry answered {}, the first {}", b.status, a.status));
+        return failed(
+            retry,
+            format!("the retry answered {}, the first {}", b.status, a.status),
+        );
     }
     if b.body != a.body {
-        return failed(retry, "the retry's body differs from the first answer's".into());
+        return failed(
+            retry,
+            "the retry's body differs from the first answer's".into(),
+        );
     }
     if b.header("location") != a.header("location") {
-        return failed(retry, "the retry's Location differs from the first answer's".into());
+        return failed(
+            retry,
+            "the retry's Location differs from the first answer's".into(),
+        );
     }
     if !b.replayed() {
-        return failed(retry, "the retry is not marked Idempotent-Replayed: true".into());
+        return failed(
+            retry,
+            "the retry is not marked Idempotent-Replayed: true".into(),
+        );
     }
     Outcome::Passed
 }
@@ -640,7 +695,11 @@ fn independent(first: &Exchange, theirs: &Exchange) -> Outcome {
             format!(
                 "the other credential, reusing the first key, got the first owner's result ({}{})",
                 got.status,
-                if got.replayed() { ", a replay" } else { ", the same bytes" }
+                if got.replayed() {
+                    ", a replay"
+                } else {
+                    ", the same bytes"
+                }
             ),
         );
     }
@@ -693,8 +752,14 @@ fn concurrent(answers: &[Result<Exchange, String>], problems: &mut Vec<Exchange>
             evidence: None,
         },
         n => Outcome::Failed {
-            why: format!("{n} distinct 2xx bodies for one key: the operation executed more than once"),
-            evidence: answers.iter().flatten().find(|e| (200..300).contains(&e.got.status)).cloned(),
+            why: format!(
+                "{n} distinct 2xx bodies for one key: the operation executed more than once"
+            ),
+            evidence: answers
+                .iter()
+                .flatten()
+                .find(|e| (200..300).contains(&e.got.status))
+                .cloned(),
         },
     }
 }

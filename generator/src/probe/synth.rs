@@ -63,7 +63,11 @@ fn synth<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>, unique: &str, depth: usize) 
     if let Some(example) = node.get("example") {
         return to_json(example);
     }
-    if let Some(first) = node.get("examples").and_then(Node::as_seq).and_then(|e| e.first()) {
+    if let Some(first) = node
+        .get("examples")
+        .and_then(Node::as_seq)
+        .and_then(|e| e.first())
+    {
         return to_json(first);
     }
     if let Some(value) = node.get("const") {
@@ -99,7 +103,11 @@ fn synth<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>, unique: &str, depth: usize) 
     match type_of(node).as_deref() {
         Some("object") => object(spec, at, unique, depth),
         Some("array") => {
-            let count = node.get("minItems").and_then(Node::as_int).unwrap_or(0).clamp(0, 8);
+            let count = node
+                .get("minItems")
+                .and_then(Node::as_int)
+                .unwrap_or(0)
+                .clamp(0, 8);
             let item = node.get("items");
             Value::Array(
                 (0..count)
@@ -112,8 +120,9 @@ fn synth<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>, unique: &str, depth: usize) 
         }
         Some("string") => Value::String(string(node, unique)),
         Some("integer") => Value::from(integer(node)),
-        Some("number") => serde_json::Number::from_f64(number(node))
-            .map_or(Value::from(1), Value::Number),
+        Some("number") => {
+            serde_json::Number::from_f64(number(node)).map_or(Value::from(1), Value::Number)
+        }
         Some("boolean") => Value::Bool(true),
         Some("null") => Value::Null,
         _ => Value::Object(Map::new()),
@@ -167,7 +176,11 @@ fn string(node: &Node, unique: &str) -> String {
         Some("uri" | "url") => return format!("https://example.com/probe/{unique}"),
         _ => format!("probe-{unique}"),
     };
-    let min = node.get("minLength").and_then(Node::as_int).unwrap_or(0).max(0) as usize;
+    let min = node
+        .get("minLength")
+        .and_then(Node::as_int)
+        .unwrap_or(0)
+        .max(0) as usize;
     let max = node
         .get("maxLength")
         .and_then(Node::as_int)

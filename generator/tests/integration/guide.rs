@@ -5,7 +5,8 @@
 //! (sent by a small HTTP client here, so that curl is not a prerequisite) must show a replay.
 //!
 //! Info strings tag the blocks: `sh` runs each line (`cd` moves the working directory), `sh
-//! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests,
+//! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests, `sh
+//! probe` runs `idemgen probe` against the service (every check must pass),
 //! `<lang> file=PATH` writes a file. Blocks without a tag are prose.
 //!
 //! Builds use the workspace's own target directory (a running test holds no cargo lock) and the
@@ -233,6 +234,7 @@ async fn the_guide_works_from_an_empty_directory() {
     let mut scaffolded_main = None;
     let mut service: Option<(Service, u16)> = None;
     let mut replies = Vec::new();
+    let (mut probed, mut rows_before_probe) = (false, -1i64);
     for block in blocks(&guide) {
         let info: Vec<&str> = block.info.iter().map(String::as_str).collect();
         match info.as_slice() {
@@ -278,6 +280,22 @@ async fn the_guide_works_from_an_empty_directory() {
                 }
                 service = Some((Service(child), port));
             }
+            ["sh", "probe"] => {
+                let port = service.as_ref().expect("the server block comes first").1;
+                // Before the probe creates notes of its own: the two requests made one.
+                let mut conn = db.connect().await.unwrap();
+                rows_before_probe = sqlx::query_scalar("SELECT count(*) FROM notes")
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap();
+                let line = block
+                    .body
+                    .trim()
+                    .replace("http://localhost:8080", &format!("http://127.0.0.1:{port}"));
+                let output = run(&line, &cwd, &env);
+                assert!(output.contains("0 failed"), "{output}");
+                probed = true;
+            }
             ["sh", "http"] => {
                 let port = service.as_ref().expect("the server block comes first").1;
                 for line in block.body.lines().filter(|l| !l.trim().is_empty()) {
@@ -313,6 +331,8 @@ async fn the_guide_works_from_an_empty_directory() {
             _ => {}
         }
     }
+    assert!(probed, "the guide probes the service");
+    assert_eq!(rows_before_probe, 1, "one note for two requests");
     // The two requests: executed once, replayed once, one row.
     assert_eq!(replies.len(), 2);
     let (first, second) = (&replies[0], &replies[1]);
@@ -322,11 +342,5 @@ async fn the_guide_works_from_an_empty_directory() {
     assert_eq!(second.header("idempotent-replayed"), Some("true"));
     assert_eq!(first.body, second.body);
     assert_eq!(first.header("location"), second.header("location"));
-    let mut conn = db.connect().await.unwrap();
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM notes")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(rows, 1, "one note for two requests");
     drop(service);
 }

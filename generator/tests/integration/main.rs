@@ -20,6 +20,8 @@ mod guide;
 mod load_errors;
 /// The lock's shape changes exactly when the emitted semantic input changes.
 mod lock_shape;
+/// `idemgen probe` against a correct server and broken copies of it.
+mod probe;
 /// Property-based tests: mutated and random documents never panic the loader.
 mod proptests;
 /// Data-driven rule cases: one line per fixture and expected findings.

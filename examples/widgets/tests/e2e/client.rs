@@ -441,3 +441,39 @@ async fn a_write_without_a_key_is_never_repeated_once_it_may_have_arrived() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `idemgen probe` against the real service: every check of both idempotent operations passes,
+/// the second credential included (`publishWidget`'s path parameter from a create it makes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idemgen_probe_passes_every_check_against_the_service() {
+    let db = fresh_db().await;
+    let server = Server::start(&db, &[]).await;
+    let base = server.base.clone();
+    let report = tokio::task::spawn_blocking(move || {
+        let spec_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("openapi.yaml");
+        let spec = idemgen::loader::load(&spec_path).expect("the example spec loads");
+        let options = idemgen::probe::Options {
+            base_url: base,
+            headers: vec![("Authorization".into(), "Bearer tok1".into())],
+            other_headers: vec![("Authorization".into(), "Bearer tok2".into())],
+            ..Default::default()
+        };
+        idemgen::probe::run(&spec, "Idempotency-Key", &options).expect("the probe runs")
+    })
+    .await
+    .unwrap();
+    let text = idemgen::probe::report::human(&report);
+    assert!(!report.failed(), "{text}");
+    assert_eq!(
+        report.results.len(),
+        2 * idemgen::probe::CHECKS.len(),
+        "{text}"
+    );
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|r| r.outcome == idemgen::probe::Outcome::Passed),
+        "{text}"
+    );
+}
