@@ -66,11 +66,16 @@ END $$;
 -- computed (an integer and a hash, never client text). It takes the key's transaction-scoped
 -- advisory lock without waiting, then looks for a record with a snapshot taken after the lock
 -- (each statement of a PL/pgSQL function takes its own), and fails the transaction when the key
--- is busy or already has a record; the runtime then rolls back and reads the record.
+-- is busy or already has a record; the runtime then rolls back and reads the record. On a server
+-- in recovery it fails with 25006 (read-only), as every write of the runtime does there.
 CREATE FUNCTION idemgen_gate(lock_key bigint, key_hash bytea) RETURNS void
     LANGUAGE plpgsql
 AS $$
 BEGIN
+    -- Writer only: a standby's records may lag the writer's (it would also accept the lock).
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'idemgen: the server is in recovery, not the writer' USING ERRCODE = '25006';
+    END IF;
     IF NOT pg_try_advisory_xact_lock(lock_key) THEN
         RAISE EXCEPTION 'idemgen: key in flight' USING ERRCODE = 'IG001';
     END IF;

@@ -72,6 +72,8 @@ impl Drop for PgTx {
 /// SQLSTATEs raised by `idemgen_gate` (migration 0002).
 const GATE_BUSY: &str = "IG001";
 const GATE_RECORD: &str = "IG002";
+/// SQLSTATE `read_only_sql_transaction`: the gate (or any write) on a server in recovery.
+const READ_ONLY: &str = "25006";
 
 impl PgStore {
     /// A store on a pool connected to the writer. Claims share that pool: when every connection
@@ -133,7 +135,13 @@ pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
             let code = db.code().unwrap_or_default();
             if code == "55P03" {
                 StoreError::LockTimeout
-            } else if code.starts_with("08") || code.starts_with("57P") || code == "53300" {
+            } else if code.starts_with("08")
+                || code.starts_with("57P")
+                || code == "53300"
+                // A read-only transaction: a standby (or a writer demoted to one). The store
+                // never works on anything but the writer.
+                || code == "25006"
+            {
                 StoreError::Unavailable(e.to_string())
             } else {
                 StoreError::Other(e.to_string())
@@ -384,6 +392,10 @@ impl Store for PgStore {
                     row.as_ref().map(record_from_row).transpose()?,
                 ))
             }
+            Some(READ_ONLY) => {
+                conn.execute("ROLLBACK").await.map_err(classify)?;
+                Err(classify(failure))
+            }
             _ => {
                 // Unknown state: do not hand the connection back to the pool.
                 conn.close_on_drop();
@@ -471,6 +483,17 @@ impl Store for PgStore {
         stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(classify)?;
+        // Reads decide outcomes (a lost commit acknowledgement, a lost takeover): never from a
+        // server in recovery, whose records may lag the writer's.
+        let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(classify)?;
+        if in_recovery {
+            return Err(StoreError::Unavailable(
+                "the store's server is in recovery (a standby), not the writer".into(),
+            ));
+        }
         read_on(&mut conn, &scope.hash(), stale_after).await
     }
 

@@ -167,6 +167,87 @@ impl Cluster {
         Ok(())
     }
 
+    /// A hot standby of `primary` streaming its WAL (`pg_basebackup -X stream -R`), started in a
+    /// fresh directory on its own port and named `standby` (`application_name`), so that
+    /// `synchronous_standby_names = 'standby'` on the primary makes its commits wait for it.
+    /// The primary must allow replication connections (`wal_level = replica`, the default).
+    pub fn standby_of(primary: &Cluster) -> Result<Cluster, HarnessError> {
+        Cluster::standby_of_via(primary, primary.port)
+    }
+
+    /// [`Cluster::standby_of`], streaming through `stream_port` (a [`super::Switch`] with a lag
+    /// in front of the primary: replication lag on demand).
+    pub fn standby_of_via(primary: &Cluster, stream_port: u16) -> Result<Cluster, HarnessError> {
+        let run_as_postgres = primary.run_as_postgres;
+        let owner = primary.owner()?;
+        let dir =
+            std::env::temp_dir().join(format!("idemgen-pg-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                .map_err(|e| err(format!("chown {}: {e}", dir.display())))?;
+        }
+        let data = dir.join("data");
+        let mut backup = Command::new(primary.bin.join("pg_basebackup"));
+        backup
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+            ])
+            .arg("-D")
+            .arg(&data)
+            .args(["-X", "stream", "-R", "--no-sync", "-c", "fast"]);
+        let out = run_owned(&mut backup, owner)?;
+        if !out.status.success() {
+            return Err(err(format!(
+                "pg_basebackup failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        let port = free_port()?;
+        let auto = data.join("postgresql.auto.conf");
+        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
+        conf.push_str(&format!(
+            "port = {port}\nunix_socket_directories = '{}'\nhot_standby = on\n\
+             primary_conninfo = 'host=127.0.0.1 port={stream_port} user=postgres \
+             application_name=standby'\n",
+            dir.display(),
+        ));
+        std::fs::write(&auto, conf).map_err(|e| err(format!("writing config: {e}")))?;
+        let standby = Cluster {
+            dir,
+            bin: primary.bin.clone(),
+            port,
+            run_as_postgres,
+        };
+        standby.pg_ctl_start()?;
+        standby.spawn_watchdog()?;
+        Ok(standby)
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`, waiting until it accepts writes).
+    pub fn promote(&self) -> Result<(), HarnessError> {
+        let owner = self.owner()?;
+        let mut promote = Command::new(self.bin.join("pg_ctl"));
+        promote
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-w", "-t", "60", "promote"]);
+        let out = run_owned(&mut promote, owner)?;
+        if !out.status.success() {
+            return Err(err(format!(
+                "pg_ctl promote failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(())
+    }
+
     /// Stops the server immediately (as a crash would) and starts it again on the same port.
     pub fn restart_immediate(&self) -> Result<(), HarnessError> {
         self.stop("immediate")?;

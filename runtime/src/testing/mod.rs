@@ -33,8 +33,10 @@
 //! `router` in process with `tower::ServiceExt::oneshot`, as the widgets example's tests do.
 
 mod cluster;
+mod switch;
 
 pub use cluster::{Cluster, ClusterOptions, HarnessError, TestDb, shared_cluster};
+pub use switch::Switch;
 
 impl TestDb {
     /// A fresh database with the runtime's migrations applied (the `idempotency_records`

@@ -27,6 +27,10 @@ mod hostile;
 /// Asynchronously committed claims across a server crash.
 mod durability;
 
+/// A primary and a streaming standby behind a switchable endpoint: failover under load,
+/// synchronous and asynchronous; a store pointed at the standby.
+mod failover;
+
 /// The records' schema: record keys, migration 0002's guard, adopting the previous migrator, a
 /// replay that writes nothing, the primary key as the final arbiter.
 mod schema;

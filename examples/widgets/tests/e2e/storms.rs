@@ -75,6 +75,27 @@ async fn the_same_storm_across_two_server_processes_makes_one_row() {
     assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_storm_across_four_server_processes_and_both_strategies_makes_one_row() {
+    let db = fresh_db().await;
+    let mut servers = Vec::new();
+    for strategy in [
+        "separate-claim",
+        "in-transaction",
+        "separate-claim",
+        "in-transaction",
+    ] {
+        servers.push(Server::start(&db, &[("WIDGETS_STRATEGY", strategy)]).await);
+    }
+    let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
+    for round in 0..3 {
+        let key = format!("storm-4-{round}");
+        let answers = storm(&bases, 100, &key).await;
+        assert_one_result(&answers);
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 3);
+}
+
 #[tokio::test]
 async fn publish_retried_twenty_times_appends_one_outbox_event() {
     let db = fresh_db().await;
