@@ -49,36 +49,38 @@ pub enum BuildError {
 /// Checks `spec_path` and, when it has no errors, computes the generated module for `out_dir`
 /// and the lock beside the spec.
 pub fn plan(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, BuildError> {
-    let report = check(spec_path, config)?;
-    if report.errors() > 0 {
-        return Ok(Plan {
-            report,
-            files: Vec::new(),
-        });
-    }
-    let spec_name = spec_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "openapi".to_string());
-    let api = Api::from_spec(&report.spec, &config.header);
-    let module = emit::emit(&api, &spec_name)?;
-    let lock = Lock::from_api(&api);
-    let files = vec![
-        GeneratedFile {
-            path: out_dir.join(MODULE_FILE),
-            contents: module,
-        },
-        GeneratedFile {
-            path: lock::lock_path(spec_path),
-            contents: lock.render(),
-        },
-    ];
-    Ok(Plan { report, files })
+    plan_with(spec_path, config, |api, spec_name| {
+        Ok(vec![
+            GeneratedFile {
+                path: out_dir.join(MODULE_FILE),
+                contents: emit::emit(api, spec_name)?,
+            },
+            GeneratedFile {
+                path: lock::lock_path(spec_path),
+                contents: Lock::from_api(api).render(),
+            },
+        ])
+    })
 }
 
 /// Checks the spec and, when it has no errors, plans the client module (`idemgen client`): one
 /// file, `mod.rs` in `out_dir`. No lock: the client sends what the server fingerprints.
 pub fn plan_client(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<Plan, BuildError> {
+    plan_with(spec_path, config, |api, spec_name| {
+        Ok(vec![GeneratedFile {
+            path: out_dir.join(MODULE_FILE),
+            contents: emit::client::emit_client(api, spec_name)?,
+        }])
+    })
+}
+
+/// Checks the spec; with no errors, the IR goes to `files` (with the spec's file name for the
+/// preamble), else nothing is planned.
+fn plan_with(
+    spec_path: &Path,
+    config: &Config,
+    files: impl FnOnce(&Api, &str) -> Result<Vec<GeneratedFile>, EmitError>,
+) -> Result<Plan, BuildError> {
     let report = check(spec_path, config)?;
     if report.errors() > 0 {
         return Ok(Plan {
@@ -91,11 +93,7 @@ pub fn plan_client(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "openapi".to_string());
     let api = Api::from_spec(&report.spec, &config.header);
-    let module = emit::client::emit_client(&api, &spec_name)?;
-    let files = vec![GeneratedFile {
-        path: out_dir.join(MODULE_FILE),
-        contents: module,
-    }];
+    let files = files(&api, &spec_name)?;
     Ok(Plan { report, files })
 }
 

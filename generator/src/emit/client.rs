@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use proc_macro2::{Ident, Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use super::operations::{Side, types_path, variants, what};
+use super::operations::{Side, error_ident, response_ident, types_path, variants, what};
 use super::{EmitError, doc_attrs, doc_attrs_inner, format, types};
 use crate::ir::names::ident;
 use crate::ir::types::{TypeRef, Usage};
@@ -107,7 +107,7 @@ fn client_ident(api: &Api) -> Ident {
 /// The success and error enums of an operation, as a client receives them: every declared
 /// response, the protocol's own statuses included.
 fn response_enums(op: &OperationIr) -> TokenStream {
-    let success = success_ident(op);
+    let success = response_ident(op);
     let error = error_ident(op);
     let successes: Vec<&ResponseIr> = op.success_responses().collect();
     let errors: Vec<&ResponseIr> = errors_of(op);
@@ -157,18 +157,10 @@ fn errors_of(op: &OperationIr) -> Vec<&ResponseIr> {
         .collect()
 }
 
-fn success_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}Response", op.name)
-}
-
-fn error_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}Error", op.name)
-}
-
 /// One async method: its parameters, the call it describes, and the decoding of the answer.
 fn method(op: &OperationIr) -> TokenStream {
     let name = ident(&op.method);
-    let success = success_ident(op);
+    let success = response_ident(op);
     let error = error_ident(op);
     let support = quote!(::idemgen_runtime::client);
     let mut args = Vec::new();

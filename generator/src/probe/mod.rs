@@ -271,30 +271,34 @@ fn target(
     options: &Options,
     tag: &str,
 ) -> Target {
-    let node = operation_node(spec, &op.http_method, &op.path);
-    let body = node.and_then(|n| body_of(spec, n, tag));
-    let key_header = op
-        .idempotency
-        .as_ref()
-        .map(|i| i.key.header.clone())
-        .unwrap_or_default();
-    let mut path = Ok(op.path.clone());
+    let mut target = unresolved(spec, op, tag);
     for p in op.params_in(ParamLocation::Path) {
         let value = match options.path_params.get(&p.wire) {
             Some(v) => Ok(v.clone()),
             None if options.dry_run => Ok(format!("{{{}}}", p.wire)),
             None => resource_from_create(spec, api, op, &p.wire, options, tag),
         };
-        path = match (path, value) {
+        target.path = match (target.path, value) {
             (Ok(path), Ok(value)) => Ok(path.replace(&format!("{{{}}}", p.wire), &value)),
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
     }
+    target
+}
+
+/// An operation's requests with its path template as it is (parameters not filled in).
+fn unresolved(spec: &LoadedSpec, op: &crate::ir::OperationIr, tag: &str) -> Target {
+    let node = operation_node(spec, &op.http_method, &op.path);
+    let body = node.and_then(|n| body_of(spec, n, tag));
     Target {
         id: op.id.clone(),
         method: op.http_method.clone(),
-        path,
-        key_header,
+        path: Ok(op.path.clone()),
+        key_header: op
+            .idempotency
+            .as_ref()
+            .map(|i| i.key.header.clone())
+            .unwrap_or_default(),
         content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
         body: body.map(|(_, first, second)| (first, second)),
     }
@@ -327,21 +331,7 @@ fn resource_from_create(
             "no value for path parameter `{param}`: pass --path-param {param}=VALUE (no POST {prefix} to create one)"
         ));
     };
-    let node = operation_node(spec, "post", &create.path);
-    let body = node.and_then(|n| body_of(spec, n, &format!("{tag}r")));
-    let mut create_target = Target {
-        id: create.id.clone(),
-        method: "post".into(),
-        path: Ok(create.path.clone()),
-        key_header: create
-            .idempotency
-            .as_ref()
-            .map(|i| i.key.header.clone())
-            .unwrap_or_default(),
-        content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
-        body: None,
-    };
-    create_target.body = body.map(|(_, first, second)| (first, second));
+    let create_target = unresolved(spec, create, &format!("{tag}r"));
     let key = format!("probe-{tag}-{}-resource", op.id);
     let request = create_target.request(
         options,
