@@ -18,8 +18,8 @@ printf "listen_addresses='127.0.0.1'\nport=%s\nunix_socket_directories='%s'\nfsy
 cleanup() { "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$dir"; }
 trap cleanup EXIT
 psql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres)
-"${psql[@]}" -f migrations/0001_idempotency_records.sql
-"${psql[@]}" -f migrations/0002_scope_hash.sql
+"${psql[@]}" -f runtime/migrations/0001_idempotency_records.sql
+"${psql[@]}" -f runtime/migrations/0002_scope_hash.sql
 
 # A realistic completed record: a 36-character key, an hs1 fingerprint, a Location and a
 # Content-Type header, a 120-byte JSON body, a resource reference.

@@ -25,12 +25,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use http::{HeaderMap, StatusCode};
-use idemgen_runtime::executor::HandlerFuture;
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{
-    CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
-    IdempotencyKey, IdempotentRequest, ResponseCodec, Scope, StoredResponse, Strategy, TxHandle,
+use idemgen_protocol::{Fingerprint, IdempotencyKey};
+use idemgen_runtime::codegen::{CodecError, EncodedResponse};
+use idemgen_runtime::engine::{
+    ExecuteError, HandlerFuture, IdempotentRequest, ResponseCodec, Scope, StoredResponse,
 };
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, TxHandle};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -131,7 +131,6 @@ fn request(owner: &str, key: &str) -> IdempotentRequest {
         fingerprint: Fingerprint::hs1("createThing", 1, &input).expect("fingerprint"),
         fingerprint_version: 1,
         declared_headers: &[],
-        retention: None,
         key_header: "Idempotency-Key",
     }
 }

@@ -20,12 +20,11 @@
 //! record it with `idemgen build` and commit it; the builder then refuses a semantic input change
 //! without a fingerprint version bump, as `check` does.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::build;
-use crate::config::{CONFIG_FILE_NAME, Config};
+use crate::config::Config;
 use crate::emit;
-use crate::ir::Api;
 use crate::report::{self, Format};
 
 /// Generates a spec's server module from a build script.
@@ -105,28 +104,21 @@ impl Builder {
         };
         // Rerun directives first: a spec that fails must still be watched for its fix.
         let mut inputs = vec![self.spec.clone()];
-        let config_path = self.config.clone().or_else(|| {
-            let beside = self
-                .spec
-                .parent()
-                .unwrap_or(Path::new(""))
-                .join(CONFIG_FILE_NAME);
-            beside.is_file().then_some(beside)
-        });
-        inputs.extend(config_path.clone());
+        inputs.extend(Config::locate(&self.spec, self.config.as_deref()));
         let lock = crate::lock::lock_path(&self.spec);
         if lock.is_file() {
             inputs.push(lock);
         }
         let config = Config::discover(&self.spec, self.config.as_deref())
             .map_err(|e| self.fail(&inputs, format!("error: {e}")))?;
-        let report = match crate::check(&self.spec, &config) {
-            Ok(report) => report,
+        let checked = match build::check_and_lower(&self.spec, &config) {
+            Ok(checked) => checked,
             Err(e) => {
                 let text = report::human::render_load_error(&e, false);
                 return Err(self.fail(&inputs, text));
             }
         };
+        let report = &checked.report;
         for (_, file) in report.spec.sources().files() {
             if !inputs.contains(&file.path) {
                 inputs.push(file.path.clone());
@@ -135,9 +127,9 @@ impl Builder {
         let rendered = if report.findings.is_empty() {
             String::new()
         } else {
-            report::render(&report, Format::Human, false)
+            report::render(report, Format::Human, false)
         };
-        if report.errors() > 0 {
+        let Some(api) = &checked.api else {
             return Err(self.fail(
                 &inputs,
                 format!(
@@ -146,13 +138,8 @@ impl Builder {
                     report.errors()
                 ),
             ));
-        }
-        let spec_name = self
-            .spec
-            .file_name()
-            .map_or_else(|| "openapi".into(), |n| n.to_string_lossy().into_owned());
-        let api = Api::from_spec(&report.spec, &config.header);
-        let module = emit::emit_wrapped(&api, &spec_name, &self.module)
+        };
+        let module = emit::emit_wrapped(api, &checked.spec_name, &self.module)
             .map_err(|e| self.fail(&inputs, e.to_string()))?;
         let path = out_dir.join(format!("{}.rs", self.module));
         build::write(&[build::GeneratedFile {

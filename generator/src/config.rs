@@ -15,33 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::rules::RuleId;
+use crate::finding::{Level, RuleId};
 
 /// The file name looked up beside the spec when no `--config` is given.
 pub const CONFIG_FILE_NAME: &str = "idemgen.toml";
-
-/// How serious a finding is, or that its rule is turned off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// The rule is not run.
-    Off,
-    /// Reported; fails the check only with `--deny-warnings`.
-    Warning,
-    /// Reported; fails the check.
-    Error,
-}
-
-impl Level {
-    /// The lower-case name used in config files and machine-readable output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Level::Off => "off",
-            Level::Warning => "warning",
-            Level::Error => "error",
-        }
-    }
-}
 
 /// Settings for the checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,17 +174,23 @@ impl Config {
     /// The config for `spec`: `explicit` if given, else `idemgen.toml` beside the spec if it
     /// exists, else the defaults.
     pub fn discover(spec: &Path, explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        match Config::locate(spec, explicit) {
+            Some(path) => Config::from_file(&path),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// The file [`Config::discover`] reads for `spec`: `explicit` if given, else `idemgen.toml`
+    /// beside the spec if it exists; `None` means the defaults.
+    pub fn locate(spec: &Path, explicit: Option<&Path>) -> Option<PathBuf> {
         if let Some(path) = explicit {
-            return Config::from_file(path);
+            return Some(path.to_path_buf());
         }
         let beside = spec
             .parent()
             .map(|dir| dir.join(CONFIG_FILE_NAME))
             .unwrap_or_else(|| PathBuf::from(CONFIG_FILE_NAME));
-        if beside.is_file() {
-            return Config::from_file(&beside);
-        }
-        Ok(Config::default())
+        beside.is_file().then_some(beside)
     }
 }
 

@@ -9,21 +9,24 @@ pub mod build;
 pub mod builder;
 pub mod config;
 pub mod emit;
+pub mod finding;
 pub mod ir;
 pub mod loader;
 pub mod lock;
+#[cfg(feature = "probe")]
 pub mod probe;
 pub mod report;
 pub mod rules;
+#[cfg(feature = "scaffold")]
 pub mod scaffold;
 pub mod spec;
 
 use std::path::Path;
 
 pub use builder::Builder;
-pub use config::{Config, Level};
+pub use config::Config;
+pub use finding::{Finding, Level, RuleId};
 pub use loader::{LoadError, LoadedSpec};
-pub use rules::{Finding, RuleId};
 
 /// The outcome of checking a spec.
 #[derive(Debug, Clone)]

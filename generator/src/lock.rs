@@ -29,13 +29,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Level};
+use crate::config::Config;
+use crate::finding::Level;
+use crate::finding::{Finding, RuleId};
 use crate::ir::types::{TypeDef, TypeKind, TypeRef};
 use crate::ir::{Api, BodyKind, Idempotency, ParamIr};
 use crate::loader::{LoadedSpec, Node};
-use crate::rules::extensions::X_FINGERPRINT_VERSION;
-use crate::rules::{Finding, RuleId};
 use crate::spec;
+use crate::spec::extensions::X_FINGERPRINT_VERSION;
 
 /// The lock's file name, beside the spec.
 pub const LOCK_FILE: &str = "idemgen.lock";
@@ -207,13 +208,15 @@ pub fn compare(
             file: op.node.file,
             span: at,
             operations: vec![op.label()],
-            help: RuleId::FingerprintShapeChanged.help(config).replace(
-                "x-idempotency-fingerprint-version: 2",
-                &format!(
-                    "x-idempotency-fingerprint-version: {}",
-                    then.fingerprint_version.saturating_add(1)
+            help: RuleId::FingerprintShapeChanged
+                .help(&config.header, config.max_key_length)
+                .replace(
+                    "x-idempotency-fingerprint-version: 2",
+                    &format!(
+                        "x-idempotency-fingerprint-version: {}",
+                        then.fingerprint_version.saturating_add(1)
+                    ),
                 ),
-            ),
         });
     }
     findings

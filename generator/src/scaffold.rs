@@ -2,10 +2,59 @@
 //! `templates/scaffold.rs.askama`. The skeleton is the user's file: it is written once and never
 //! regenerated (the CLI refuses to overwrite it without `--force`).
 
+use std::path::{Path, PathBuf};
+
 use askama::Template;
 
+use crate::build::{BuildError, GeneratedFile, Plan, check_and_lower};
+use crate::config::Config;
+use crate::emit::EmitError;
 use crate::ir::Api;
 use crate::ir::names::is_keyword;
+
+/// What `idemgen scaffold` writes besides the skeleton: a `main.rs` serving the service.
+#[derive(Debug, Clone)]
+pub struct MainFile {
+    /// Where it goes.
+    pub path: PathBuf,
+    /// The generated module's name as `main.rs` declares it (`api`).
+    pub api_module: String,
+    /// The skeleton's module name (`service`).
+    pub service_module: String,
+}
+
+/// Checks the spec like `build` does and, when it has no errors, plans the skeleton at `out`
+/// (reaching the generated module at `module`, e.g. `crate::api`) and, with `main`, the
+/// `main.rs`. Nothing is planned from a spec with errors: the skeleton would implement a trait
+/// `build` refuses to generate.
+pub fn plan(
+    spec_path: &Path,
+    out: &Path,
+    module: &str,
+    main: Option<&MainFile>,
+    config: &Config,
+) -> Result<Plan, BuildError> {
+    let checked = check_and_lower(spec_path, config)?;
+    let mut files = Vec::new();
+    if let Some(api) = &checked.api {
+        let template = |e: askama::Error| BuildError::Emit(EmitError::new(e.to_string()));
+        files.push(GeneratedFile {
+            path: out.to_path_buf(),
+            contents: render(api, module).map_err(template)?,
+        });
+        if let Some(main) = main {
+            files.push(GeneratedFile {
+                path: main.path.clone(),
+                contents: render_main(api, &main.api_module, &main.service_module)
+                    .map_err(template)?,
+            });
+        }
+    }
+    Ok(Plan {
+        report: checked.report,
+        files,
+    })
+}
 
 /// One trait method pair in the skeleton.
 #[derive(Debug, Clone)]
@@ -59,14 +108,6 @@ struct Main<'a> {
     service: String,
 }
 
-/// The name of the service struct the skeleton implements the trait for (`WidgetsService`).
-pub fn service_name(api: &Api) -> String {
-    match api.trait_name.strip_suffix("Api") {
-        Some(base) if !base.is_empty() => format!("{base}Service"),
-        _ => format!("{}Service", api.trait_name),
-    }
-}
-
 /// A `main.rs` serving the generated router (module `api_module`) with the skeleton's service
 /// (module `service_module`) on PostgreSQL: pool, runtime migrations, executor, a development
 /// authenticator to replace, graceful shutdown.
@@ -79,7 +120,7 @@ pub fn render_main(
         title: &api.title,
         api_module,
         service_module,
-        service: service_name(api),
+        service: api.service_name.clone(),
     }
     .render()
     .map(with_final_newline)
@@ -95,7 +136,7 @@ fn with_final_newline(mut text: String) -> String {
 
 /// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
 pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
-    let service = service_name(api);
+    let service = api.service_name.clone();
     let operations = api
         .operations
         .iter()
@@ -104,7 +145,7 @@ pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
             label: format!("{} {}", op.http_method.to_ascii_uppercase(), op.path),
             authorize: raw(&op.authorize_method),
             method: raw(&op.method),
-            request: format!("{}Request", op.name),
+            request: op.items.request.clone(),
             result: format!("HandlerResult<{}>", op.name),
             tx: op.in_transaction(),
             idempotent: op.is_idempotent(),

@@ -7,6 +7,8 @@
 //! generator (`idemgen`) and the runtime (`idemgen-runtime`) both depend on it, so neither retypes
 //! a protocol fact.
 
+#[doc(hidden)]
+pub mod codegen;
 pub mod fingerprint;
 pub mod headers;
 pub mod key;

@@ -1,123 +1,25 @@
-//! Helpers that only `idemgen build` output calls: parameter parsing, the resource scope, the
-//! pieces of response codecs, and the `Validate` checks, each rule in one function.
+//! What only `idemgen build` output names: the traits that describe an operation, the pipeline's
+//! axum handlers a generated `router` mounts, the resource scope, the pieces of response codecs,
+//! and the `Validate` checks, each rule in one function.
 //!
 //! Not part of the runtime's API: hidden from its documentation (as progenitor-client hides its
-//! helpers) and free to change with the generator that calls it.
+//! helpers) and free to change with the generator that calls it. The top layer: it imports every
+//! module below it and nothing imports it.
 
 use std::fmt::Display;
 
 use http::StatusCode;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use crate::executor::CodecError;
+pub use crate::operation::{Idempotent, Operation};
 use crate::problem::Problem;
-use crate::server::bad_request;
-
-/// Parses one parameter value into `T`: as a JSON string first (strings, UUIDs, date-times,
-/// string enums), then as a JSON literal (numbers, booleans). 400 naming the parameter otherwise.
-pub fn parse_param<T: DeserializeOwned>(
-    location: &str,
-    name: &str,
-    raw: &str,
-) -> Result<T, Problem> {
-    if raw.contains('\0') {
-        return Err(bad_request(format!(
-            "{location} parameter `{name}` must not contain the NUL character"
-        )));
-    }
-    if let Ok(value) = serde_json::from_value::<T>(serde_json::Value::String(raw.to_owned())) {
-        return Ok(value);
-    }
-    let literal = raw.trim();
-    if !literal.is_empty()
-        && !literal.starts_with(['"', '[', '{'])
-        && let Ok(value) = serde_json::from_str::<T>(literal)
-    {
-        return Ok(value);
-    }
-    Err(bad_request(format!(
-        "{location} parameter `{name}` has an invalid value"
-    )))
-}
-
-/// The path (`body.items[2].name`) of the first JSON string that holds a NUL character (`\u0000`),
-/// if any: PostgreSQL cannot store one in text, so it is refused as invalid input before any
-/// claim instead of failing in the handler. Only bodies whose bytes contain the escape are
-/// parsed again to find it.
-pub fn nul_in_json(bytes: &[u8]) -> Option<String> {
-    if !has_nul_escape(bytes) {
-        return None;
-    }
-    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let mut path = String::from("body");
-    find_nul(&value, &mut path).then_some(path)
-}
-
-/// Whether `\u0000` appears as an escape (not as an escaped backslash followed by `u0000`).
-fn has_nul_escape(bytes: &[u8]) -> bool {
-    let mut backslashes = 0;
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == b'\\' {
-            backslashes += 1;
-            continue;
-        }
-        if backslashes % 2 == 1 && *b == b'u' && bytes.get(i + 1..i + 5) == Some(b"0000") {
-            return true;
-        }
-        backslashes = 0;
-    }
-    false
-}
-
-fn find_nul(value: &serde_json::Value, path: &mut String) -> bool {
-    use std::fmt::Write;
-    match value {
-        serde_json::Value::String(s) => s.contains('\0'),
-        serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
-            let len = path.len();
-            let _ = write!(path, "[{i}]");
-            let found = find_nul(item, path);
-            if !found {
-                path.truncate(len);
-            }
-            found
-        }),
-        serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
-            if key.contains('\0') {
-                return true; // a NUL in a property name is named by the object holding it
-            }
-            let len = path.len();
-            let _ = write!(path, ".{key}");
-            let found = find_nul(item, path);
-            if !found {
-                path.truncate(len);
-            }
-            found
-        }),
-        _ => false,
-    }
-}
-
-/// `deserialize_with` for an optional property that is not nullable: absent is `None`, a value
-/// is `Some`, and an explicit `null` is refused (serde's `Option` would take it for absent).
-pub fn deserialize_some<'de, T, D>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    T: serde::Deserialize<'de>,
-    D: serde::Deserializer<'de>,
-{
-    T::deserialize(deserializer).map(Some)
-}
-
-/// `deserialize_with` for an optional, nullable property: absent is `None`, `null` is
-/// `Some(None)`, a value `Some(Some(v))`, so that null and absent stay distinct.
-pub fn double_option<'de, T, D>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    T: serde::Deserialize<'de>,
-    D: serde::Deserializer<'de>,
-{
-    <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
-}
+pub use crate::request::RequestParts;
+pub use crate::response::{CodecError, Encode, EncodedResponse, NoDeclaredError};
+pub use crate::serve::{
+    PlainEndpoint, TxEndpoint, idempotent, method_not_allowed, not_found, plain, transactional,
+};
+pub use idemgen_protocol::KeyHeader;
+pub use idemgen_protocol::codegen::{UnknownValue, deserialize_some, double_option};
 
 /// What a generated `Operation::extract` returns.
 pub type Extracted<T> = Result<T, Problem>;
@@ -126,25 +28,21 @@ pub type Extracted<T> = Result<T, Problem>;
 pub type Checked = Result<(), String>;
 
 /// What a generated `Encode::encode` returns.
-pub type Encoded = Result<crate::executor::EncodedResponse, CodecError>;
+pub type Encoded = Result<EncodedResponse, CodecError>;
 
 /// A response with a JSON body and the declared `code`.
 pub fn json<T: Serialize + ?Sized>(code: u16, media_type: &'static str, body: &T) -> Encoded {
-    crate::executor::EncodedResponse::json(status(code), media_type, body)
+    EncodedResponse::json(status(code), media_type, body)
 }
 
 /// A response with a raw body and the declared `code`.
 pub fn bytes(code: u16, media_type: &'static str, body: impl Into<Vec<u8>>) -> Encoded {
-    Ok(crate::executor::EncodedResponse::bytes(
-        status(code),
-        media_type,
-        body,
-    ))
+    Ok(EncodedResponse::bytes(status(code), media_type, body))
 }
 
 /// A response without a body and the declared `code`.
 pub fn empty(code: u16) -> Encoded {
-    Ok(crate::executor::EncodedResponse::empty(status(code)))
+    Ok(EncodedResponse::empty(status(code)))
 }
 
 /// The status of a declared code (100..=599, as the IR guarantees); anything else is 500.
@@ -406,59 +304,6 @@ mod tests {
         );
         assert!(check_min_properties(&body, 0, 1).is_err());
         assert!(check_max_properties(&body, 2, 1).is_err());
-    }
-
-    #[test]
-    fn params_parse_as_strings_then_literals() {
-        assert_eq!(parse_param::<String>("query", "q", "12").unwrap(), "12");
-        assert_eq!(parse_param::<i64>("query", "q", "12").unwrap(), 12);
-        assert!(parse_param::<bool>("query", "q", "true").unwrap());
-        assert_eq!(
-            parse_param::<uuid::Uuid>("path", "id", "6a2f41a3-c54c-fce8-32d2-0324e1c32e22")
-                .unwrap(),
-            uuid::Uuid::parse_str("6a2f41a3-c54c-fce8-32d2-0324e1c32e22").unwrap()
-        );
-        let e = parse_param::<i32>("query", "limit", "ten").unwrap_err();
-        assert_eq!(e.kind(), crate::ProblemKind::InvalidRequest);
-        assert!(e.detail().unwrap().contains("`limit`"));
-        assert!(parse_param::<i64>("query", "q", "[1]").is_err());
-    }
-
-    #[test]
-    fn nul_characters_are_found_and_named() {
-        assert_eq!(
-            nul_in_json(br#"{"name":"a\u0000b"}"#).as_deref(),
-            Some("body.name")
-        );
-        assert_eq!(
-            nul_in_json(br#"{"items":[{"n":"x"},{"n":"\u0000"}]}"#).as_deref(),
-            Some("body.items[1].n")
-        );
-        // An escaped backslash followed by `u0000` is text, not a NUL.
-        assert_eq!(nul_in_json(br#"{"name":"a\\u0000b"}"#), None);
-        assert_eq!(nul_in_json(br#"{"name":"ok"}"#), None);
-        assert!(parse_param::<String>("query", "q", "a\0b").is_err());
-    }
-
-    #[test]
-    fn null_is_refused_or_kept_apart_from_absent() {
-        #[derive(serde::Deserialize, Debug, PartialEq)]
-        struct S {
-            #[serde(default, deserialize_with = "deserialize_some")]
-            color: Option<String>,
-            #[serde(default, deserialize_with = "double_option")]
-            note: Option<Option<String>>,
-        }
-        let absent: S = serde_json::from_str("{}").unwrap();
-        assert_eq!((absent.color, absent.note), (None, None));
-        assert!(serde_json::from_str::<S>(r#"{"color":null}"#).is_err());
-        let null: S = serde_json::from_str(r#"{"note":null}"#).unwrap();
-        assert_eq!(null.note, Some(None));
-        let set: S = serde_json::from_str(r#"{"color":"red","note":"n"}"#).unwrap();
-        assert_eq!(
-            (set.color.as_deref(), set.note),
-            (Some("red"), Some(Some("n".into())))
-        );
     }
 
     #[test]

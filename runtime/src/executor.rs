@@ -18,13 +18,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderMap, StatusCode};
+use idemgen_protocol::Fingerprint;
 use tracing::Instrument;
 
-use crate::fingerprint::Fingerprint;
+use crate::auth::Principal;
+use crate::operation::Idempotent;
 use crate::problem::{Problem, ProblemKind};
-use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
-use crate::store::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
+use crate::response::{CodecError, EncodedResponse, StoredResponse};
+use crate::store::{
+    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, Record, RecordState, Scope, Store,
+    StoreError,
+};
 
 /// Where the reservation of a key lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,27 +79,9 @@ pub struct IdempotentRequest {
     pub fingerprint_version: i16,
     /// Response headers the operation declares; stored besides the default allowlist.
     pub declared_headers: &'static [&'static str],
-    /// Overrides the executor's retention for this operation.
-    pub retention: Option<Duration>,
     /// The header the key came in, for problem details (`Idempotency-Key`).
     pub key_header: &'static str,
 }
-
-/// A 2xx result in the form it is stored.
-#[derive(Debug, Clone)]
-pub struct EncodedResponse {
-    /// The status (2xx).
-    pub status: StatusCode,
-    /// The response headers; only allowlisted ones are stored.
-    pub headers: HeaderMap,
-    /// The body bytes.
-    pub body: Vec<u8>,
-}
-
-/// Why a response could not be encoded or rebuilt.
-#[derive(Debug, thiserror::Error)]
-#[error("response codec: {0}")]
-pub struct CodecError(pub String);
 
 /// Converts an operation's typed response to and from its stored form.
 pub trait ResponseCodec: Sized + Send + 'static {
@@ -168,9 +154,9 @@ impl<S: Store> TxHandle<S> {
     /// `resource_ref` for `principal` into a tombstone: a late retry of that create is answered
     /// 410 instead of replaying a resource that no longer exists. Typed by the operation, so a
     /// renamed or non-idempotent operation does not compile. Returns how many records changed.
-    pub async fn tombstone<Op: crate::operation::Idempotent>(
+    pub async fn tombstone<Op: Idempotent>(
         &mut self,
-        principal: &crate::server::Principal,
+        principal: &Principal,
         resource_ref: impl std::fmt::Display,
     ) -> Result<u64, StoreError> {
         self.store
@@ -344,7 +330,7 @@ impl<S: Store> Executor<S> {
             fingerprint_version: request.fingerprint_version,
             token,
             stale_after: self.config.stale_claim,
-            retention: request.retention.or(self.config.retention),
+            retention: self.config.retention,
         }
     }
 

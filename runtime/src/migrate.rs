@@ -1,4 +1,4 @@
-//! The runtime's schema: the SQL files in `migrations/`, embedded and applied in order by sqlx's
+//! The runtime's schema: the SQL files in this package's `migrations/`, embedded by `sqlx::migrate!` and applied in order by sqlx's
 //! migrator (checksummed, under its own lock) and recorded in `_idemgen_migrations`, apart from
 //! any migration table of the application, so the files also work with any other tool.
 //!
@@ -6,22 +6,8 @@
 //! (no checksums); [`migrate`] adopts them: the versions found there are marked applied, not run
 //! again.
 
-use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
-use sqlx::{PgConnection, SqlSafeStr};
-
-/// The embedded migrations: (version, description, SQL).
-pub const MIGRATIONS: &[(i64, &str, &str)] = &[
-    (
-        1,
-        "idempotency records",
-        include_str!("../../migrations/0001_idempotency_records.sql"),
-    ),
-    (
-        2,
-        "scope hash",
-        include_str!("../../migrations/0002_scope_hash.sql"),
-    ),
-];
+use sqlx::PgConnection;
+use sqlx::migrate::{MigrateError, Migrator};
 
 /// The table sqlx's migrator records the runtime's migrations in.
 pub const TABLE: &str = "_idemgen_migrations";
@@ -29,21 +15,11 @@ pub const TABLE: &str = "_idemgen_migrations";
 /// The table earlier versions recorded applied migrations in.
 const LEGACY_TABLE: &str = "idemgen_schema_migrations";
 
-/// sqlx's migrator over the embedded migrations, recording them in [`TABLE`].
+/// sqlx's migrator over the embedded migrations (`migrations/` of this package, read at compile
+/// time by `sqlx::migrate!`: versions and descriptions come from the file names), recording them
+/// in [`TABLE`].
 pub fn migrator() -> Migrator {
-    let migrations = MIGRATIONS
-        .iter()
-        .map(|(version, description, sql)| {
-            Migration::new(
-                *version,
-                (*description).into(),
-                MigrationType::Simple,
-                sql.into_sql_str(),
-                false,
-            )
-        })
-        .collect();
-    let mut migrator = Migrator::with_migrations(migrations);
+    let mut migrator = sqlx::migrate!("./migrations");
     migrator.dangerous_set_table_name(TABLE);
     migrator
 }

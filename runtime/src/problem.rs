@@ -9,7 +9,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, header};
 use serde::Serialize;
 
-pub use idemgen_protocol::problem::{PROBLEM_JSON, ProblemKind, TYPE_PREFIX};
+use idemgen_protocol::problem::PROBLEM_JSON;
+pub use idemgen_protocol::problem::ProblemKind;
 
 /// An RFC 9457 problem response.
 #[derive(Debug, Clone)]

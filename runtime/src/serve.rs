@@ -13,310 +13,107 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use std::future::Future;
+
+use axum::body::Bytes;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::response::{IntoResponse, Response};
-use http::request::Parts;
 use http::{HeaderMap, StatusCode};
-use serde::de::DeserializeOwned;
+use idemgen_protocol::Fingerprint;
 
-use crate::executor::{
-    CodecError, EncodedResponse, ExecuteError, Executor, IdempotentRequest, Outcome, ResponseCodec,
-    TxHandle,
+use crate::auth::{Authenticator, Principal};
+use crate::executor::{ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle};
+use crate::operation::{
+    Authorization, BoxError, HandlerError, HandlerResult, Idempotent, Operation,
 };
-use crate::fingerprint::Fingerprint;
-use crate::operation::{Encode, HandlerError, Idempotent, Operation, PlainEndpoint, TxEndpoint};
 use crate::problem::{Problem, ProblemKind};
-use crate::record::{Scope, StoredResponse};
-use crate::server::{Authenticator, DEFAULT_BODY_LIMIT, Principal, bad_request, read_body};
-use crate::store::{CommitError, Store};
+use crate::request::{RequestParts, bad_request, read_body};
+use crate::response::{CodecError, Encode, EncodedResponse, StoredResponse, render};
+use crate::server::Server;
+use crate::store::{CommitError, Scope, Store, StoreError};
 
-/// Settings of the request pipeline.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// The largest request body accepted; larger ones are answered 413 before anything else
-    /// happens.
-    pub body_limit: usize,
+/// Binds an operation to the method of the user's API `A` that handles it, when the handler
+/// needs no transaction of the runtime's (reads, and writes that manage their own). Generated.
+pub trait PlainEndpoint<A>: Operation {
+    /// Decides whether `principal` may attempt the request, before anything is executed.
+    fn authorize(
+        api: &A,
+        principal: &Principal,
+        request: &Self::Request,
+    ) -> impl Future<Output = Authorization> + Send;
+
+    /// Runs the user's handler.
+    fn handle(
+        api: &A,
+        principal: &Principal,
+        request: Self::Request,
+    ) -> impl Future<Output = HandlerResult<Self>> + Send;
 }
 
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            body_limit: DEFAULT_BODY_LIMIT,
+/// Binds an operation to the method of the user's API `A` that handles it, when the handler
+/// writes through a transaction of the runtime's: idempotent operations (the record completes in
+/// that transaction) and operations that tombstone the records of another
+/// (`x-idempotency-tombstones`). Generated.
+pub trait TxEndpoint<A, S: Store>: Operation {
+    /// Decides whether `principal` may attempt the request; runs on every attempt, replays
+    /// included, before anything is executed or replayed.
+    fn authorize(
+        api: &A,
+        principal: &Principal,
+        request: &Self::Request,
+    ) -> impl Future<Output = Authorization> + Send;
+
+    /// Runs the user's handler inside `tx`.
+    fn handle(
+        api: &A,
+        principal: &Principal,
+        tx: &mut TxHandle<S>,
+        request: Self::Request,
+    ) -> impl Future<Output = HandlerResult<Self>> + Send;
+}
+
+/// The problem a client receives for this failure (`None` for a declared response, which is
+/// answered with its own body). The cause of an opaque failure stays in the log-only text;
+/// `idempotent`: the operation's 503 is the store's (`idempotency_store_unavailable`).
+pub fn handler_problem<E>(error: &HandlerError<E>, idempotent: bool) -> Option<Problem> {
+    match error {
+        HandlerError::Response(_) => None,
+        HandlerError::Problem(p) if p.kind().handler_may_answer() => Some(p.clone()),
+        HandlerError::Problem(p) => {
+            Some(Problem::new(ProblemKind::Internal).with_internal(format!(
+                "the handler answered `{}`, one of the protocol's own problems",
+                p.kind().code()
+            )))
         }
-    }
-}
-
-/// What every endpoint of a service shares: the user's API implementation `A`, the
-/// authenticator, the executor on store `S`, and the settings. The state of a generated router.
-pub struct Server<A, S: Store, Au> {
-    api: Arc<A>,
-    authenticator: Arc<Au>,
-    executor: Executor<S>,
-    config: Arc<ServerConfig>,
-}
-
-impl<A, S: Store, Au> Clone for Server<A, S, Au> {
-    fn clone(&self) -> Self {
-        Server {
-            api: Arc::clone(&self.api),
-            authenticator: Arc::clone(&self.authenticator),
-            executor: self.executor.clone(),
-            config: Arc::clone(&self.config),
-        }
-    }
-}
-
-impl<A, S: Store, Au> std::fmt::Debug for Server<A, S, Au> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<A, S: Store, Au> Server<A, S, Au> {
-    /// A server for `api` (shared, so that the caller may keep a handle on it), authenticating
-    /// with `authenticator` and running attempts on `executor`, with the default settings.
-    pub fn new(api: Arc<A>, authenticator: Au, executor: Executor<S>) -> Server<A, S, Au> {
-        Server {
-            api,
-            authenticator: Arc::new(authenticator),
-            executor,
-            config: Arc::new(ServerConfig::default()),
-        }
-    }
-
-    /// The same server with other settings.
-    pub fn with_config(mut self, config: ServerConfig) -> Server<A, S, Au> {
-        self.config = Arc::new(config);
-        self
-    }
-
-    /// The API implementation.
-    pub fn api(&self) -> &Arc<A> {
-        &self.api
-    }
-
-    /// The executor.
-    pub fn executor(&self) -> &Executor<S> {
-        &self.executor
-    }
-
-    /// The settings.
-    pub fn config(&self) -> &ServerConfig {
-        &self.config
+        HandlerError::Internal(cause) => Some(classify_internal(cause, idempotent)),
     }
 }
 
-/// A request's parts as an operation's `extract` reads them: path, query, headers, body. The
-/// accessors answer 400 problems naming the parameter.
-#[derive(Debug)]
-pub struct RequestParts {
-    parts: Parts,
-    path: Vec<(String, String)>,
-    query: Result<Vec<(String, String)>, String>,
-    body: Bytes,
-}
-
-impl RequestParts {
-    /// The parts of a request whose route matched `path` parameters, with its body read.
-    pub fn new(parts: Parts, path: Vec<(String, String)>, body: Bytes) -> RequestParts {
-        let query = match axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
-            Ok(axum::extract::Query(pairs)) => Ok(pairs),
-            Err(e) => Err(e.to_string()),
-        };
-        RequestParts {
-            parts,
-            path,
-            query,
-            body,
+/// How an opaque handler failure is answered. `idempotent`: the operation's 503 is the store's.
+fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
+    let unavailable = if idempotent {
+        ProblemKind::StoreUnavailable
+    } else {
+        ProblemKind::ServiceUnavailable
+    };
+    let kind = if let Some(e) = error.downcast_ref::<sqlx::Error>() {
+        if let sqlx::Error::Database(db) = e
+            && db.code().is_some_and(|c| c.starts_with("22"))
+        {
+            return Problem::new(ProblemKind::InvalidRequest)
+                .with_detail("the request holds a value that cannot be stored")
+                .with_internal(error.to_string());
         }
-    }
-
-    /// The request headers.
-    pub fn headers(&self) -> &HeaderMap {
-        &self.parts.headers
-    }
-
-    /// The value of path parameter `name`.
-    pub fn path<T: DeserializeOwned>(&self, name: &str) -> Result<T, Problem> {
-        let raw = self
-            .path
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .ok_or_else(|| bad_request(format!("path parameter `{name}` is missing")))?;
-        crate::codegen::parse_param("path", name, raw)
-    }
-
-    fn query_pairs(&self) -> Result<&[(String, String)], Problem> {
-        self.query.as_deref().map_err(|e| {
-            bad_request("the query string cannot be decoded").with_internal(e.to_string())
-        })
-    }
-
-    /// The value of query parameter `name`: `None` when absent, 400 when repeated or invalid.
-    pub fn query<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, Problem> {
-        let pairs = self.query_pairs()?;
-        let mut values = pairs.iter().filter(|(n, _)| n == name);
-        let Some((_, first)) = values.next() else {
-            return Ok(None);
-        };
-        if values.next().is_some() {
-            return Err(bad_request(format!(
-                "query parameter `{name}` is given more than once"
-            )));
+        match crate::store::postgres::classify_ref(e) {
+            StoreError::Unavailable(_) => unavailable,
+            _ => ProblemKind::Internal,
         }
-        crate::codegen::parse_param("query", name, first).map(Some)
-    }
-
-    /// The value of required query parameter `name`.
-    pub fn required_query<T: DeserializeOwned>(&self, name: &str) -> Result<T, Problem> {
-        self.query(name)?
-            .ok_or_else(|| bad_request(format!("query parameter `{name}` is required")))
-    }
-
-    /// Every value of array query parameter `name` (`?tag=a&tag=b`), in order; 400 when
-    /// `required` and there is none.
-    pub fn query_array<T: DeserializeOwned>(
-        &self,
-        name: &str,
-        required: bool,
-    ) -> Result<Vec<T>, Problem> {
-        let values = self
-            .query_pairs()?
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| crate::codegen::parse_param("query", name, v))
-            .collect::<Result<Vec<T>, Problem>>()?;
-        if required && values.is_empty() {
-            return Err(bad_request(format!("query parameter `{name}` is required")));
-        }
-        Ok(values)
-    }
-
-    /// The value of request header `name`: `None` when absent, 400 when repeated, not text or
-    /// invalid.
-    pub fn header<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, Problem> {
-        let mut values = self.parts.headers.get_all(name).iter();
-        let Some(first) = values.next() else {
-            return Ok(None);
-        };
-        if values.next().is_some() {
-            return Err(bad_request(format!(
-                "header `{name}` is given more than once"
-            )));
-        }
-        let raw = first
-            .to_str()
-            .map_err(|_| bad_request(format!("header `{name}` is not visible ASCII text")))?;
-        crate::codegen::parse_param("header", name, raw).map(Some)
-    }
-
-    /// The value of required request header `name`.
-    pub fn required_header<T: DeserializeOwned>(&self, name: &str) -> Result<T, Problem> {
-        self.header(name)?
-            .ok_or_else(|| bad_request(format!("header parameter `{name}` is required")))
-    }
-
-    fn required_body(&self) -> Result<&[u8], Problem> {
-        if self.body.is_empty() {
-            return Err(bad_request("the request body is required"));
-        }
-        Ok(&self.body)
-    }
-
-    /// 415 unless the request's `Content-Type` is one `accepts` (compared on its essence,
-    /// parameters such as `charset` ignored).
-    fn media_type(&self, what: &str, accepts: impl Fn(&str) -> bool) -> Result<(), Problem> {
-        let essence = self
-            .parts
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            });
-        match essence {
-            Some(essence) if accepts(&essence) => Ok(()),
-            Some(essence) => Err(Problem::new(ProblemKind::UnsupportedMediaType)
-                .with_detail(format!("the body must be sent as {what}, not `{essence}`"))),
-            None => Err(
-                Problem::new(ProblemKind::UnsupportedMediaType).with_detail(format!(
-                    "the body must be sent as {what}; the request has no Content-Type"
-                )),
-            ),
-        }
-    }
-
-    fn json_media_type(&self) -> Result<(), Problem> {
-        self.media_type("JSON (`Content-Type: application/json`)", |essence| {
-            essence == "application/json" || essence.ends_with("+json")
-        })
-    }
-
-    /// The JSON body (required): 415 unless sent as JSON, 400 when it does not parse as `T` or
-    /// holds a NUL character (which no text column can store).
-    pub fn json_body<T: DeserializeOwned>(&self) -> Result<T, Problem> {
-        let bytes = self.required_body()?;
-        self.json_media_type()?;
-        let value = crate::server::json_body(bytes)?;
-        if let Some(path) = crate::codegen::nul_in_json(bytes) {
-            return Err(bad_request(format!(
-                "{path}: must not contain the NUL character (\\u0000)"
-            )));
-        }
-        Ok(value)
-    }
-
-    /// The JSON body, `None` when the request has none.
-    pub fn optional_json_body<T: DeserializeOwned>(&self) -> Result<Option<T>, Problem> {
-        if self.body.is_empty() {
-            return Ok(None);
-        }
-        self.json_body().map(Some)
-    }
-
-    /// The text body (required): 415 unless sent as `text/*`, 400 when it is not UTF-8 or holds
-    /// a NUL character.
-    pub fn text_body(&self) -> Result<String, Problem> {
-        let bytes = self.required_body()?;
-        self.media_type("text (`Content-Type: text/…`)", |essence| {
-            essence.starts_with("text/")
-        })?;
-        let text = String::from_utf8(bytes.to_vec())
-            .map_err(|_| bad_request("the request body is not UTF-8 text"))?;
-        if text.contains('\0') {
-            return Err(bad_request(
-                "the request body must not contain the NUL character",
-            ));
-        }
-        Ok(text)
-    }
-
-    /// The text body, `None` when the request has none.
-    pub fn optional_text_body(&self) -> Result<Option<String>, Problem> {
-        if self.body.is_empty() {
-            return Ok(None);
-        }
-        self.text_body().map(Some)
-    }
-
-    /// The raw body (required).
-    pub fn bytes_body(&self) -> Result<Bytes, Problem> {
-        self.required_body()?;
-        Ok(self.body.clone())
-    }
-
-    /// The raw body, `None` when the request has none.
-    pub fn optional_bytes_body(&self) -> Result<Option<Bytes>, Problem> {
-        Ok((!self.body.is_empty()).then(|| self.body.clone()))
-    }
+    } else if let Some(StoreError::Unavailable(_)) = error.downcast_ref::<StoreError>() {
+        unavailable
+    } else {
+        ProblemKind::Internal
+    };
+    Problem::new(kind).with_internal(error.to_string())
 }
 
 /// The answer to a request no route matches: 404 problem+json (axum's default is an empty body).
@@ -534,7 +331,7 @@ where
         headers,
     } = admitted;
     let owner = principal.owner.clone();
-    let key = match crate::http::key_from_headers(&headers, &Op::KEY) {
+    let key = match crate::request::key_from_headers(&headers, &Op::KEY) {
         Ok(key) => key,
         Err(problem) => return reject(Op::ID, Some(&owner), problem),
     };
@@ -565,7 +362,6 @@ where
         fingerprint,
         fingerprint_version: Op::FINGERPRINT_VERSION,
         declared_headers: Op::STORED_HEADERS,
-        retention: None,
         key_header: Op::KEY.name,
     };
     let api = Arc::clone(&server.api);
@@ -595,7 +391,7 @@ fn respond_idempotent<Op: Operation>(
         Ok(Outcome {
             response: Reply::Stored(stored),
             ..
-        }) => ("replayed", crate::http::replay_response(&stored)),
+        }) => ("replayed", crate::response::replay_response(&stored)),
         Ok(Outcome {
             response: Reply::Fresh(encoded),
             ..
@@ -617,7 +413,7 @@ fn handler_failed<Op: Operation>(
             encoded_response(Op::ID, declared.encode(), idempotent),
         ),
         other => {
-            let Some(problem) = other.to_problem(idempotent) else {
+            let Some(problem) = handler_problem(&other, idempotent) else {
                 unreachable!("only declared responses have no problem");
             };
             tracing::error!(operation = Op::ID, error = %other, cause = problem.internal().unwrap_or(""), "handler failed");
@@ -670,14 +466,6 @@ fn encoded_response(
     }
 }
 
-/// An encoded result as an HTTP response.
-fn render(encoded: EncodedResponse) -> Response {
-    let mut response = Response::new(Body::from(encoded.body));
-    *response.status_mut() = encoded.status;
-    *response.headers_mut() = encoded.headers;
-    response
-}
-
 /// Answers a request refused before its handler ran (401, 400, 413, 403), logging its line.
 fn reject(operation: &'static str, owner: Option<&str>, problem: Problem) -> Response {
     let outcome = match problem.kind() {
@@ -703,4 +491,38 @@ fn log(operation: &'static str, owner: &str, outcome: &'static str, status: Stat
         status = status.as_u16(),
         "request"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opaque_failures_are_classified_without_database_text() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let lost: BoxError = Box::new(sqlx::Error::Io(io));
+        assert_eq!(
+            classify_internal(&lost, true).kind(),
+            ProblemKind::StoreUnavailable
+        );
+        assert_eq!(
+            classify_internal(&lost, false).kind(),
+            ProblemKind::ServiceUnavailable
+        );
+        let other: BoxError =
+            "duplicate key value violates unique constraint \"widgets_pkey\"".into();
+        let p = classify_internal(&other, true);
+        assert_eq!(p.kind(), ProblemKind::Internal);
+        assert!(
+            !String::from_utf8(p.body_json())
+                .unwrap()
+                .contains("widgets_pkey")
+        );
+        assert!(p.internal().unwrap().contains("widgets_pkey"));
+        let store: BoxError = Box::new(StoreError::Unavailable("pool timed out".into()));
+        assert_eq!(
+            classify_internal(&store, false).kind(),
+            ProblemKind::ServiceUnavailable
+        );
+    }
 }

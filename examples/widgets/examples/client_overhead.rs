@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::client::{CallOptions, Client, HeaderValue};
+use idemgen_client::{CallOptions, Client, HeaderValue};
 use idemgen_runtime::testing::TestDb;
 use widgets::client::types::{NewWidget, Widget};
 use widgets::client::{CreateWidgetResponse, GetWidgetResponse, WidgetsClient};

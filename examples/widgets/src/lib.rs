@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use idemgen_runtime::store::PgStore;
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
-use idemgen_runtime::{Executor, ExecutorConfig, Server, ServerConfig};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Server, ServerConfig};
 use sqlx::postgres::PgPoolOptions;
 
 use crate::config::Config;
@@ -100,7 +99,7 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
         .route(
             "/plain/widgets",
             axum::routing::post(
-                idemgen_runtime::serve::transactional::<
+                idemgen_runtime::codegen::transactional::<
                     api::CreateWidget,
                     service::Widgets,
                     PgStore,

@@ -74,6 +74,35 @@ pub fn plan_client(spec_path: &Path, out_dir: &Path, config: &Config) -> Result<
     })
 }
 
+/// A checked spec and, when the check found no errors, its IR: what every generating command
+/// starts from (`build`, `client`, [`crate::Builder`], `scaffold`), so that none of them emits
+/// from a spec `check` would refuse.
+#[derive(Debug)]
+pub struct Checked {
+    /// The check of the spec (lock comparison included).
+    pub report: CheckReport,
+    /// The IR; `None` when the check found errors (nothing is generated then).
+    pub api: Option<Api>,
+    /// The spec's file name, for the generated files' preambles.
+    pub spec_name: String,
+}
+
+/// The one check-then-lower step: checks `spec_path` with `config` and builds the IR when the
+/// check found no errors.
+pub fn check_and_lower(spec_path: &Path, config: &Config) -> Result<Checked, LoadError> {
+    let report = check(spec_path, config)?;
+    let spec_name = spec_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "openapi".to_string());
+    let api = (report.errors() == 0).then(|| Api::from_spec(&report.spec, &config.header));
+    Ok(Checked {
+        report,
+        api,
+        spec_name,
+    })
+}
+
 /// Checks the spec; with no errors, the IR goes to `files` (with the spec's file name for the
 /// preamble), else nothing is planned.
 fn plan_with(
@@ -81,20 +110,15 @@ fn plan_with(
     config: &Config,
     files: impl FnOnce(&Api, &str) -> Result<Vec<GeneratedFile>, EmitError>,
 ) -> Result<Plan, BuildError> {
-    let report = check(spec_path, config)?;
-    if report.errors() > 0 {
-        return Ok(Plan {
-            report,
-            files: Vec::new(),
-        });
-    }
-    let spec_name = spec_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "openapi".to_string());
-    let api = Api::from_spec(&report.spec, &config.header);
-    let files = files(&api, &spec_name)?;
-    Ok(Plan { report, files })
+    let checked = check_and_lower(spec_path, config)?;
+    let files = match &checked.api {
+        Some(api) => files(api, &checked.spec_name)?,
+        None => Vec::new(),
+    };
+    Ok(Plan {
+        report: checked.report,
+        files,
+    })
 }
 
 /// What [`write`] did with one file.

@@ -25,6 +25,13 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[error("internal error: the generated code does not parse: {0}")]
 pub struct EmitError(String);
 
+impl EmitError {
+    /// An emission failure described by `message`.
+    pub fn new(message: impl Into<String>) -> EmitError {
+        EmitError(message.into())
+    }
+}
+
 /// Sections of the generated module, in output order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Section {
@@ -90,7 +97,7 @@ fn module_items(api: &Api, spec_name: &str) -> (String, Vec<TokenStream>) {
         .types
         .iter()
         .map(|def| {
-            let mut tokens = types::type_def(def);
+            let mut tokens = types::type_def(def, operations::Side::Server);
             tokens.extend(validation.type_impl(def));
             tokens
         })

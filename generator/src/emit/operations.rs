@@ -28,6 +28,16 @@ pub enum Side {
     Client,
 }
 
+impl Side {
+    /// The crate the generated code of this side calls (`idemgen_runtime`, `idemgen_client`).
+    pub fn support_crate(self) -> TokenStream {
+        match self {
+            Side::Server => quote!(::idemgen_runtime),
+            Side::Client => quote!(::idemgen_client),
+        }
+    }
+}
+
 /// The type of a body carried as `kind`.
 pub fn body_type(kind: &BodyKind) -> TokenStream {
     body_type_on(kind, Side::Server)
@@ -39,7 +49,7 @@ pub fn body_type_on(kind: &BodyKind, side: Side) -> TokenStream {
         (BodyKind::Json(ty), _) => rust_type(ty, &types_path()),
         (BodyKind::Text, _) => quote!(::std::string::String),
         (BodyKind::Bytes, Side::Server) => quote!(::axum::body::Bytes),
-        (BodyKind::Bytes, Side::Client) => quote!(::idemgen_runtime::client::Bytes),
+        (BodyKind::Bytes, Side::Client) => quote!(::idemgen_client::Bytes),
     }
 }
 
@@ -55,27 +65,27 @@ pub fn param_type(ty: &TypeRef, required: bool) -> TokenStream {
 
 /// `CreateWidget`: the unit struct describing the operation.
 pub fn operation_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}", op.name)
+    ident(&op.name)
 }
 
 /// `CreateWidgetRequest`.
 pub fn request_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}Request", op.name)
+    ident(&op.items.request)
 }
 
 /// `CreateWidgetResponse`: the 2xx responses.
 pub fn response_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}Response", op.name)
+    ident(&op.items.response)
 }
 
 /// `CreateWidgetError`: the declared error responses a handler may answer with.
 pub fn error_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}Error", op.name)
+    ident(&op.items.error)
 }
 
 /// `CreateWidgetSemanticInput`.
 pub fn input_ident(op: &OperationIr) -> Ident {
-    format_ident!("{}SemanticInput", op.name)
+    ident(&op.items.semantic_input)
 }
 
 /// ``createWidget` (`POST /widgets`)``, for docs.
@@ -158,7 +168,7 @@ pub(super) fn variants<'r>(
 ) -> Vec<TokenStream> {
     let status_type = match side {
         Side::Server => quote!(::http::StatusCode),
-        Side::Client => quote!(::idemgen_runtime::client::StatusCode),
+        Side::Client => quote!(::idemgen_client::StatusCode),
     };
     let status_doc = match side {
         Side::Server => " The status to answer with.",
@@ -290,7 +300,7 @@ pub fn success_enum(op: &OperationIr) -> TokenStream {
             #(#variants)*
         }
 
-        impl ::idemgen_runtime::Encode for #name {
+        impl ::idemgen_runtime::codegen::Encode for #name {
             fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
                 match self {
                     #(#arms)*
@@ -313,7 +323,7 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
         ));
         return quote! {
             #doc
-            pub type #name = ::idemgen_runtime::NoDeclaredError;
+            pub type #name = ::idemgen_runtime::codegen::NoDeclaredError;
         };
     }
     let owned = if op.is_idempotent() {
@@ -336,7 +346,7 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
             #(#variants)*
         }
 
-        impl ::idemgen_runtime::Encode for #name {
+        impl ::idemgen_runtime::codegen::Encode for #name {
             fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
                 match self {
                     #(#arms)*
@@ -361,14 +371,14 @@ pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStrea
     let mut items = Vec::new();
     let mut fields = Vec::new();
     let mut inits = Vec::new();
-    for (params, group, suffix) in [
-        (&idempotency.input.path, "path", "Path"),
-        (&idempotency.input.query, "query", "Query"),
+    for (params, group, group_name) in [
+        (&idempotency.input.path, "path", &op.items.path_input),
+        (&idempotency.input.query, "query", &op.items.query_input),
     ] {
         if params.is_empty() {
             continue;
         }
-        let group_name = format_ident!("{}{suffix}Input", op.name);
+        let group_name = ident(group_name);
         let group_field = format_ident!("{group}");
         let (group_fields, group_inits): (Vec<_>, Vec<_>) = params.iter().map(input_field).unzip();
         let group_doc = doc_attrs(&format!(

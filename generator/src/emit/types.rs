@@ -8,6 +8,7 @@ use crate::ir::names::ident;
 use crate::ir::types::{Field, TypeDef, TypeKind, TypeRef, UnionVariant, Usage};
 
 use super::doc_attrs;
+use super::operations::Side;
 
 /// How a type is written, with named types prefixed by `types_path` (empty inside `types`).
 pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
@@ -45,7 +46,9 @@ pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
 }
 
 /// The items for one type definition.
-pub fn type_def(def: &TypeDef) -> TokenStream {
+/// The definition of `def` for `side` (its helpers come from that side's crate).
+pub fn type_def(def: &TypeDef, side: Side) -> TokenStream {
+    let support = side.support_crate();
     let name = ident(&def.name);
     let usage = def.usage;
     let serde = serde_derives(usage);
@@ -69,7 +72,10 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             extra,
             ..
         } => {
-            let fields: Vec<TokenStream> = fields.iter().map(|f| struct_field(f, usage)).collect();
+            let fields: Vec<TokenStream> = fields
+                .iter()
+                .map(|f| struct_field(f, usage, &support))
+                .collect();
             let extra = extra.as_ref().map(|value| {
                 let value = rust_type(value, &here);
                 let name = format_ident!("additional_properties");
@@ -127,12 +133,12 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                 }
 
                 impl ::std::str::FromStr for #name {
-                    type Err = ::idemgen_runtime::UnknownValue;
+                    type Err = #support::codegen::UnknownValue;
 
                     fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
                         match value {
                             #(#wires => ::std::result::Result::Ok(Self::#names),)*
-                            _ => ::std::result::Result::Err(::idemgen_runtime::UnknownValue::new(#type_name, value)),
+                            _ => ::std::result::Result::Err(#support::codegen::UnknownValue::new(#type_name, value)),
                         }
                     }
                 }
@@ -155,7 +161,7 @@ fn serde_derives(usage: Usage) -> TokenStream {
     }
 }
 
-fn struct_field(field: &Field, usage: Usage) -> TokenStream {
+fn struct_field(field: &Field, usage: Usage, support: &TokenStream) -> TokenStream {
     let name = ident(&field.name);
     let here = TokenStream::new();
     let ty = rust_type(&field.field_type(), &here);
@@ -172,10 +178,11 @@ fn struct_field(field: &Field, usage: Usage) -> TokenStream {
     // is nullable, and then kept apart from absent (`Some(None)`).
     let skip = (!field.required).then(|| {
         let deserialize = if field.ty.is_option() {
-            "::idemgen_runtime::codegen::double_option"
+            format!("{support}::codegen::double_option")
         } else {
-            "::idemgen_runtime::codegen::deserialize_some"
-        };
+            format!("{support}::codegen::deserialize_some")
+        }
+        .replace(' ', "");
         match (usage.serialize, usage.deserialize) {
             (true, true) => quote!(#[serde(default, deserialize_with = #deserialize, skip_serializing_if = "::std::option::Option::is_none")]),
             (true, false) => quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")]),

@@ -8,7 +8,6 @@ pub mod names;
 pub mod types;
 
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::rules::extensions::{X_FINGERPRINT_VERSION, X_TOMBSTONES};
 use crate::spec::{self, Operation};
 
 use names::{Namespace, snake_name, type_name};
@@ -24,6 +23,10 @@ pub struct Api {
     pub title: String,
     /// The handler trait's name (`WidgetsApi`).
     pub trait_name: String,
+    /// The generated client's name (`WidgetsClient`).
+    pub client_name: String,
+    /// The struct `idemgen scaffold` implements the trait for (`WidgetsService`).
+    pub service_name: String,
     /// The operations, in document order.
     pub operations: Vec<OperationIr>,
     /// The types of the `types` module, sorted by name.
@@ -37,8 +40,12 @@ pub struct Api {
 pub struct OperationIr {
     /// The `operationId` (or `METHOD /path` when absent), as the runtime scopes keys by it.
     pub id: String,
-    /// The UpperCamelCase base of the generated type names (`CreateWidget`).
+    /// The UpperCamelCase name of the unit struct describing the operation (`CreateWidget`), the
+    /// base of its other items' names.
     pub name: String,
+    /// The names of the operation's generated items, final: emitters and the scaffold read them,
+    /// never derive them.
+    pub items: ItemNames,
     /// The trait method (`create_widget`).
     pub method: String,
     /// The authorization trait method (`authorize_create_widget`).
@@ -329,8 +336,22 @@ impl Api {
         if !trait_name.ends_with("Api") {
             trait_name.push_str("Api");
         }
+        let base = trait_name.strip_suffix("Api").filter(|b| !b.is_empty());
+        let client_name = format!("{}Client", base.unwrap_or(&trait_name));
+        let service_name = format!("{}Service", base.unwrap_or(&trait_name));
         let mut space = TypeSpace::new(spec);
-        let mut op_names = Namespace::with_reserved(&[&trait_name, "Api", "Server"]);
+        let mut op_names = Namespace::with_reserved(&[
+            &trait_name,
+            &client_name,
+            &service_name,
+            "Api",
+            "Server",
+            "Reply",
+            "CallOptions",
+            "Error",
+            "ProblemDetails",
+            "RetryPolicy",
+        ]);
         let mut methods = Namespace::with_reserved(&["router"]);
         let mut operations = Vec::new();
         for op in spec::operations(spec) {
@@ -349,7 +370,7 @@ impl Api {
             .map(|o| (o.id.clone(), o.name.clone(), o.is_idempotent()))
             .collect();
         for (op, node) in operations.iter_mut().zip(spec::operations(spec)) {
-            let target = node.node.node.get(X_TOMBSTONES).and_then(Node::as_str);
+            let target = node.tombstones_target();
             op.tombstones = target.and_then(|target| {
                 names
                     .iter()
@@ -365,6 +386,8 @@ impl Api {
         Api {
             title,
             trait_name,
+            client_name,
+            service_name,
             operations,
             types,
             key_header: key_header.to_ascii_lowercase(),
@@ -456,7 +479,7 @@ fn operation_ir<'s>(
         .and_then(Node::as_str)
         .map(type_name)
         .unwrap_or_else(|| type_name(&format!("{} {}", op.method, op.path)));
-    let name = claim_operation_name(op_names, &base);
+    let (name, items) = claim_operation_name(op_names, &base);
     let method = methods.claim(&snake_name(&name));
     let authorize_method = methods.claim(&format!("authorize_{method}"));
     let doc = op
@@ -599,6 +622,7 @@ fn operation_ir<'s>(
     OperationIr {
         id,
         name,
+        items,
         method,
         authorize_method,
         http_method: op.method.to_string(),
@@ -613,20 +637,57 @@ fn operation_ir<'s>(
     }
 }
 
-/// Names generated from an operation's base name: the base itself describes the operation.
+/// The Rust names of the items generated for one operation, all claimed together in the
+/// module's namespace so that no item of one operation collides with another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemNames {
+    /// `CreateWidgetRequest`: the parsed parameters and body.
+    pub request: String,
+    /// `CreateWidgetResponse`: the 2xx responses.
+    pub response: String,
+    /// `CreateWidgetError`: the declared error responses.
+    pub error: String,
+    /// `CreateWidgetSemanticInput`: what the fingerprint hashes.
+    pub semantic_input: String,
+    /// `CreateWidgetPathInput`: the path parameters inside the semantic input.
+    pub path_input: String,
+    /// `CreateWidgetQueryInput`: the query parameters inside the semantic input.
+    pub query_input: String,
+    /// `CreateWidgetParams`: the client's query and header parameters.
+    pub params: String,
+}
+
+/// The suffixes of an operation's items; the empty one is the unit struct itself. The one list:
+/// [`ItemNames`] is built from it.
 const OPERATION_ITEMS: [&str; 8] = [
     "",
     "Request",
     "Response",
     "Error",
-    "Result",
     "SemanticInput",
     "PathInput",
     "QueryInput",
+    "Params",
 ];
 
-/// `base` (or `base2`, …) such that no item derived from it collides with another operation's.
-fn claim_operation_name(names: &mut Namespace, base: &str) -> String {
+impl ItemNames {
+    fn from_base(name: &str) -> ItemNames {
+        let item = |suffix: &str| format!("{name}{suffix}");
+        ItemNames {
+            request: item(OPERATION_ITEMS[1]),
+            response: item(OPERATION_ITEMS[2]),
+            error: item(OPERATION_ITEMS[3]),
+            semantic_input: item(OPERATION_ITEMS[4]),
+            path_input: item(OPERATION_ITEMS[5]),
+            query_input: item(OPERATION_ITEMS[6]),
+            params: item(OPERATION_ITEMS[7]),
+        }
+    }
+}
+
+/// `base` (or `base2`, …) such that no item derived from it collides with another operation's
+/// or a reserved name, and the names of its items.
+fn claim_operation_name(names: &mut Namespace, base: &str) -> (String, ItemNames) {
     let free = |names: &Namespace, candidate: &str| {
         OPERATION_ITEMS
             .iter()
@@ -639,7 +700,8 @@ fn claim_operation_name(names: &mut Namespace, base: &str) -> String {
     for suffix in OPERATION_ITEMS {
         names.claim(&format!("{name}{suffix}"));
     }
-    name
+    let items = ItemNames::from_base(&name);
+    (name, items)
 }
 
 /// The key header as an operation declares it.
@@ -667,14 +729,7 @@ fn idempotency_ir(
     body: Option<&BodyIr>,
     responses: &[ResponseIr],
 ) -> Idempotency {
-    let fingerprint_version = op
-        .node
-        .node
-        .get(X_FINGERPRINT_VERSION)
-        .and_then(Node::as_int)
-        .and_then(|v| i16::try_from(v).ok())
-        .filter(|v| *v >= 1)
-        .unwrap_or(1);
+    let fingerprint_version = op.fingerprint_version().or_default();
     let located = |location| {
         params
             .iter()

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::locate;
 use crate::CheckReport;
-use crate::config::Level;
+use crate::finding::Level;
 use crate::loader::LoadError;
 
 /// Escapes a command's message: `%`, CR and LF.

@@ -10,7 +10,7 @@ use anstyle::{AnsiColor, Style};
 
 use super::{locate, plural};
 use crate::CheckReport;
-use crate::config::Level;
+use crate::finding::Level;
 use crate::loader::{LoadError, Pos, SourceFile};
 
 struct Styles {

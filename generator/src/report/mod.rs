@@ -10,8 +10,8 @@ pub mod json;
 pub mod sarif;
 
 use crate::CheckReport;
+use crate::finding::Finding;
 use crate::loader::{FileId, LoadedSpec, Pos};
-use crate::rules::Finding;
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::locate;
 use crate::CheckReport;
-use crate::config::Level;
-use crate::rules::RuleId;
+use crate::finding::Level;
+use crate::finding::RuleId;
 
 /// Renders the report as a SARIF 2.1.0 log, listing rule levels as the report's config sets them.
 pub fn render(report: &CheckReport) -> String {
@@ -17,7 +17,7 @@ pub fn render(report: &CheckReport) -> String {
         .iter()
         .map(|rule| {
             let level = config.level(*rule);
-            let help = rule.help(config);
+            let help = rule.help(&config.header, config.max_key_length);
             json!({
                 "id": rule.as_str(),
                 "name": pascal_case(rule.as_str()),

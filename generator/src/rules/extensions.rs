@@ -2,21 +2,10 @@
 
 use super::{RuleId, Sink};
 use crate::loader::{LoadedSpec, Node, NodeRef, Value};
+use crate::spec::extensions::{
+    FingerprintVersion, KNOWN, PREFIX, X_FINGERPRINT_VERSION, X_IDEMPOTENT, X_TOMBSTONES, is_ours,
+};
 use crate::spec::{Operation, SAFE_METHODS};
-
-/// The extension that marks an operation idempotent.
-pub const X_IDEMPOTENT: &str = "x-idempotent";
-/// The extension that selects the request fingerprint version.
-pub const X_FINGERPRINT_VERSION: &str = "x-idempotency-fingerprint-version";
-/// The extension, on an operation that deletes a resource, naming the idempotent operation that
-/// created it: its records become tombstones (410 to late retries).
-pub const X_TOMBSTONES: &str = "x-idempotency-tombstones";
-/// The prefix reserved for idemgen's extensions.
-const PREFIX: &str = "x-idempotency-";
-
-fn is_ours(key: &str) -> bool {
-    key == X_IDEMPOTENT || key.starts_with(PREFIX)
-}
 
 /// Checks the extensions written on one operation.
 pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
@@ -49,8 +38,7 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
                 ),
             }
         } else if key.text == X_FINGERPRINT_VERSION {
-            let valid = value.as_int().is_some_and(|v| (1..=32767).contains(&v));
-            if !valid {
+            if let FingerprintVersion::Invalid(value) = op.fingerprint_version() {
                 sink.report(
                     RuleId::FingerprintVersionInvalid,
                     (file, value.span),
@@ -79,7 +67,7 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
 
 /// Checks `x-idempotency-tombstones`: a string naming an idempotent operation of the spec.
 pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: &mut Sink<'_>) {
-    let Some(value) = op.node.node.get(X_TOMBSTONES) else {
+    let Some(value) = op.tombstones_node() else {
         return;
     };
     let file = op.node.file;
@@ -158,7 +146,7 @@ fn describe(node: &Node) -> String {
 
 /// The known extension closest to `key`, if it is a plausible typo of it.
 fn suggestion(key: &str) -> Option<&'static str> {
-    [X_IDEMPOTENT, X_FINGERPRINT_VERSION, X_TOMBSTONES]
+    KNOWN
         .into_iter()
         .map(|known| (edit_distance(key, known), known))
         .filter(|(d, known)| *d <= known.len() / 4)

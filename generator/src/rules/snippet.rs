@@ -2,8 +2,8 @@
 //! snippet, and maybe more prose; for a spec written in JSON the snippet is shown as JSON, so that
 //! it can be pasted as it is.
 
+use crate::finding::Finding;
 use crate::loader::{LoadedSpec, Node, Value};
-use crate::rules::Finding;
 
 /// Rewrites the snippet of every finding located in a JSON file as JSON.
 pub fn adapt(spec: &LoadedSpec, findings: &mut [Finding]) {

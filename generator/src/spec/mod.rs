@@ -3,6 +3,8 @@
 //!
 //! The view borrows from a [`LoadedSpec`]; it copies nothing but small structs of references.
 
+pub mod extensions;
+
 use crate::loader::{Key, LoadedSpec, Node, NodeRef};
 
 /// The HTTP methods an OpenAPI 3.0/3.1 Path Item can hold, in the order the spec lists them.
@@ -94,7 +96,7 @@ impl<'a> Operation<'a> {
     pub fn marked_idempotent(&self) -> bool {
         self.node
             .node
-            .get(crate::rules::extensions::X_IDEMPOTENT)
+            .get(extensions::X_IDEMPOTENT)
             .and_then(Node::as_bool)
             == Some(true)
     }

@@ -16,6 +16,8 @@ mod docs;
 mod github;
 /// docs/guide.md run as written, from an empty directory to a replay.
 mod guide;
+/// `--help` of the binary and of every subcommand, snapshotted.
+mod help;
 /// Specs that must not load: clear errors with positions.
 mod load_errors;
 /// The lock's shape changes exactly when the emitted semantic input changes.
@@ -32,3 +34,6 @@ mod sarif;
 mod snapshots;
 /// Types from schemas: one per structure, no looser than the schema, stable names.
 mod types;
+
+/// What users compile: a client-only crate and a build-script user, from `cargo tree`.
+mod tree;

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use crate::fingerprint::Fingerprint;
-use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse};
+use super::{ClaimToken, Record, RecordState, Scope};
+use crate::response::StoredResponse;
+use idemgen_protocol::Fingerprint;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -380,7 +381,7 @@ impl MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::IdempotencyKey;
+    use idemgen_protocol::IdempotencyKey;
 
     #[tokio::test]
     async fn the_gate_holds_the_key_until_its_transaction_ends() {

@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::fingerprint::Fingerprint;
-use crate::record::{ClaimToken, Record, Scope, StoredResponse};
+use idemgen_protocol::Fingerprint;
 
-pub mod memory;
-pub mod postgres;
+use crate::response::StoredResponse;
+
+mod memory;
+pub(crate) mod postgres;
+mod record;
 
 pub use memory::{MemoryStore, MemoryTx};
 pub use postgres::{PgStore, PgTx};
+pub use record::{ClaimToken, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 
 /// What an attempt asks for when it claims a key.
 #[derive(Debug, Clone)]

@@ -10,8 +10,9 @@ use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr
 use sqlx_core::transaction::TransactionManager;
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use crate::fingerprint::Fingerprint;
-use crate::record::{ClaimToken, Record, RecordState, Scope, StoredResponse, gate_key};
+use super::{ClaimToken, Record, RecordState, Scope, gate_key};
+use crate::response::StoredResponse;
+use idemgen_protocol::Fingerprint;
 
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -101,7 +102,7 @@ impl PgStore {
 
     /// Tombstones the record that created `resource_ref`, on a connection inside the caller's own
     /// delete transaction. Returns how many records changed.
-    pub async fn tombstone_resource_on(
+    async fn tombstone_resource_on(
         conn: &mut PgConnection,
         owner: &str,
         operation: &str,

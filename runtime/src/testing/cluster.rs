@@ -35,13 +35,42 @@ impl std::fmt::Display for HarnessError {
 impl std::error::Error for HarnessError {}
 
 impl HarnessError {
-    pub(crate) fn new(msg: impl Into<String>) -> HarnessError {
+    /// An error with this message.
+    pub fn new(msg: impl Into<String>) -> HarnessError {
         HarnessError(msg.into())
     }
 }
 
 fn err(msg: impl Into<String>) -> HarnessError {
     HarnessError(msg.into())
+}
+
+/// The directory of a cluster being derived from another ([`Cluster::derive`]). Not part of the
+/// API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct DerivedDir {
+    /// The cluster's directory (the server log goes here).
+    pub dir: PathBuf,
+    /// Where its data directory must be written.
+    pub data: PathBuf,
+    /// The loopback port it will listen on.
+    pub port: u16,
+    bin: PathBuf,
+    owner: Option<(u32, u32)>,
+}
+
+impl DerivedDir {
+    /// Runs one of the server's tools as the user the cluster runs as.
+    pub fn run_tool(
+        &self,
+        tool: &str,
+        args: &[&std::ffi::OsStr],
+    ) -> Result<std::process::Output, HarnessError> {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.args(args);
+        run_owned(&mut cmd, self.owner)
+    }
 }
 
 /// How a throwaway cluster is configured.
@@ -167,19 +196,16 @@ impl Cluster {
         Ok(())
     }
 
-    /// A hot standby of `primary` streaming its WAL (`pg_basebackup -X stream -R`), started in a
-    /// fresh directory on its own port and named `standby` (`application_name`), so that
-    /// `synchronous_standby_names = 'standby'` on the primary makes its commits wait for it.
-    /// The primary must allow replication connections (`wal_level = replica`, the default).
-    pub fn standby_of(primary: &Cluster) -> Result<Cluster, HarnessError> {
-        Cluster::standby_of_via(primary, primary.port)
-    }
-
-    /// [`Cluster::standby_of`], streaming through `stream_port` (a [`super::Switch`] with a lag
-    /// in front of the primary: replication lag on demand).
-    pub fn standby_of_via(primary: &Cluster, stream_port: u16) -> Result<Cluster, HarnessError> {
-        let run_as_postgres = primary.run_as_postgres;
-        let owner = primary.owner()?;
+    /// A second cluster beside this one, for harnesses built on this one (idemgen's failover
+    /// tests derive a streaming standby): a fresh directory and port owned like this cluster's,
+    /// filled by `init` (which writes `data/`), then started and watched like any cluster. Not
+    /// part of the API.
+    #[doc(hidden)]
+    pub fn derive(
+        &self,
+        init: impl FnOnce(&DerivedDir) -> Result<(), HarnessError>,
+    ) -> Result<Cluster, HarnessError> {
+        let owner = self.owner()?;
         let dir =
             std::env::temp_dir().join(format!("idemgen-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir)
@@ -188,64 +214,36 @@ impl Cluster {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
                 .map_err(|e| err(format!("chown {}: {e}", dir.display())))?;
         }
-        let data = dir.join("data");
-        let mut backup = Command::new(primary.bin.join("pg_basebackup"));
-        backup
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &primary.port.to_string(),
-                "-U",
-                "postgres",
-            ])
-            .arg("-D")
-            .arg(&data)
-            .args(["-X", "stream", "-R", "--no-sync", "-c", "fast"]);
-        let out = run_owned(&mut backup, owner)?;
-        if !out.status.success() {
-            return Err(err(format!(
-                "pg_basebackup failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        let port = free_port()?;
-        let auto = data.join("postgresql.auto.conf");
-        let mut conf = std::fs::read_to_string(&auto).unwrap_or_default();
-        conf.push_str(&format!(
-            "port = {port}\nunix_socket_directories = '{}'\nhot_standby = on\n\
-             primary_conninfo = 'host=127.0.0.1 port={stream_port} user=postgres \
-             application_name=standby'\n",
-            dir.display(),
-        ));
-        std::fs::write(&auto, conf).map_err(|e| err(format!("writing config: {e}")))?;
-        let standby = Cluster {
+        let derived = DerivedDir {
+            data: dir.join("data"),
             dir,
-            bin: primary.bin.clone(),
-            port,
-            run_as_postgres,
+            port: free_port()?,
+            bin: self.bin.clone(),
+            owner,
         };
-        standby.pg_ctl_start()?;
-        standby.spawn_watchdog()?;
-        Ok(standby)
+        init(&derived)?;
+        let cluster = Cluster {
+            dir: derived.dir,
+            bin: self.bin.clone(),
+            port: derived.port,
+            run_as_postgres: self.run_as_postgres,
+        };
+        cluster.pg_ctl_start()?;
+        cluster.spawn_watchdog()?;
+        Ok(cluster)
     }
 
-    /// Promotes a standby to a primary (`pg_ctl promote`, waiting until it accepts writes).
-    pub fn promote(&self) -> Result<(), HarnessError> {
-        let owner = self.owner()?;
-        let mut promote = Command::new(self.bin.join("pg_ctl"));
-        promote
-            .arg("-D")
-            .arg(self.dir.join("data"))
-            .args(["-w", "-t", "60", "promote"]);
-        let out = run_owned(&mut promote, owner)?;
-        if !out.status.success() {
-            return Err(err(format!(
-                "pg_ctl promote failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Ok(())
+    /// Runs one of the server's tools (`pg_ctl`, `psql`, …) on this cluster's data directory's
+    /// behalf, as the user the cluster runs as. Not part of the API.
+    #[doc(hidden)]
+    pub fn run_tool(
+        &self,
+        tool: &str,
+        args: &[&std::ffi::OsStr],
+    ) -> Result<std::process::Output, HarnessError> {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.args(args);
+        run_owned(&mut cmd, self.owner()?)
     }
 
     /// Stops the server immediately (as a crash would) and starts it again on the same port.

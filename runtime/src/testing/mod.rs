@@ -33,10 +33,8 @@
 //! `router` in process with `tower::ServiceExt::oneshot`, as the widgets example's tests do.
 
 mod cluster;
-mod switch;
 
-pub use cluster::{Cluster, ClusterOptions, HarnessError, TestDb, shared_cluster};
-pub use switch::Switch;
+pub use cluster::{Cluster, ClusterOptions, DerivedDir, HarnessError, TestDb, shared_cluster};
 
 impl TestDb {
     /// A fresh database with the runtime's migrations applied (the `idempotency_records`

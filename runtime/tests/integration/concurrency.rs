@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use idemgen_runtime::{Disposition, Strategy};
+use idemgen_runtime::Strategy;
+use idemgen_runtime::engine::Disposition;
 use serde_json::json;
 
 use crate::support::*;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{Disposition, ExecuteError, ProblemKind, Store, Strategy};
+use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, ProblemKind, Store, Strategy};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -323,14 +323,19 @@ async fn only_allowlisted_headers_are_stored<S: Store>(env: Env<S>, _: Strategy)
     );
 }
 
-async fn expired_records_are_purged_and_unexpired_kept<S: Store>(env: Env<S>, _: Strategy) {
-    let short = {
-        let mut r = request(scope("alice", "short"), json!({}), 1);
-        r.retention = Some(Duration::from_millis(1));
-        r
-    };
+async fn expired_records_are_purged_and_unexpired_kept<S: Store + Clone>(env: Env<S>, _: Strategy) {
+    // An executor keeping records 1 ms, on the same store: its records expire, the others' not.
+    let mut short_lived = env.clone();
+    short_lived.exec = Executor::new(
+        env.exec.store().clone(),
+        ExecutorConfig {
+            retention: Some(Duration::from_millis(1)),
+            ..env.exec.config().clone()
+        },
+    );
+    let short = request(scope("alice", "short"), json!({}), 1);
     let forever = request(scope("alice", "forever"), json!({}), 1);
-    attempt(&env, short.clone(), Plan::created("s1"))
+    attempt(&short_lived, short.clone(), Plan::created("s1"))
         .await
         .unwrap();
     attempt(&env, forever.clone(), Plan::created("f1"))
@@ -341,7 +346,9 @@ async fn expired_records_are_purged_and_unexpired_kept<S: Store>(env: Env<S>, _:
         .await
         .unwrap();
     assert_eq!(deleted, 1);
-    let again = attempt(&env, short, Plan::created("s2")).await.unwrap();
+    let again = attempt(&short_lived, short, Plan::created("s2"))
+        .await
+        .unwrap();
     assert_eq!(
         again.disposition,
         Disposition::Executed,

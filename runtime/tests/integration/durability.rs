@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use idemgen_runtime::store::{ClaimOutcome, ClaimRequest, PgStore};
-use idemgen_runtime::{ClaimToken, Disposition, Executor, Store, Strategy};
+use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, Disposition};
+use idemgen_runtime::{Executor, PgStore, Store, Strategy};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Executor as _;
@@ -166,7 +166,7 @@ impl Business<idemgen_runtime::PgStore> for NoWrites {
         &'a self,
         _tx: &'a mut idemgen_runtime::TxHandle<idemgen_runtime::PgStore>,
         _label: String,
-    ) -> idemgen_runtime::HandlerFuture<'a, (), String> {
+    ) -> idemgen_runtime::engine::HandlerFuture<'a, (), String> {
         Box::pin(async { Err("a replay ran the handler".to_owned()) })
     }
 }

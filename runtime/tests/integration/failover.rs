@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{Disposition, ExecuteError, Executor, ExecutorConfig, Strategy};
+use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy};
 use idemgen_testdb::{Cluster, ClusterOptions, Switch};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -35,7 +35,7 @@ async fn pair(synchronous: bool, lag: Duration) -> Pair {
     let (primary, standby, replication) = tokio::task::spawn_blocking(move || {
         let primary = Cluster::start(&ClusterOptions::default()).expect("primary");
         let replication = Switch::start_lagging(primary.port(), lag).unwrap();
-        let standby = Cluster::standby_of_via(&primary, replication.port()).expect("standby");
+        let standby = idemgen_testdb::standby_of(&primary, replication.port()).expect("standby");
         (primary, standby, replication)
     })
     .await
@@ -191,7 +191,7 @@ async fn failover_under_load(synchronous: bool, lag: Duration, strategy: Strateg
     tokio::task::block_in_place(|| {
         primary.stop("immediate").expect("stopping the primary");
         failed_over.store(true, std::sync::atomic::Ordering::SeqCst);
-        standby.promote().expect("promoting the standby");
+        idemgen_testdb::promote(standby).expect("promoting the standby");
     });
     pair.endpoint.switch_to(pair.standby.port());
     for task in tasks {
@@ -306,7 +306,10 @@ async fn a_store_pointed_at_a_standby_answers_503_and_reads_nothing() {
     let read =
         idemgen_runtime::Store::read(&store, &scope("alice", "k"), Duration::from_secs(1)).await;
     assert!(
-        matches!(read, Err(idemgen_runtime::StoreError::Unavailable(_))),
+        matches!(
+            read,
+            Err(idemgen_runtime::engine::StoreError::Unavailable(_))
+        ),
         "{read:?}"
     );
 }

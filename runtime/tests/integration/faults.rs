@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{Disposition, ExecuteError, Executor, ExecutorConfig, ProblemKind, Strategy};
+use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, ProblemKind, Strategy};
 use idemgen_testdb::proxy::{CommitFault, FaultProxy};
 use serde_json::json;
 use sqlx::postgres::{PgPoolOptions, PgSslMode};

@@ -4,18 +4,16 @@
 use std::collections::HashSet;
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use idemgen_protocol::fingerprint::{MAX_INPUT_DEPTH, canonical_bytes};
+use idemgen_protocol::key::{KeyError, MAX_KEY_LEN};
+use idemgen_protocol::{Fingerprint, IdempotencyKey, KeyHeader};
 use idemgen_runtime::Strategy as ExecStrategy;
-use idemgen_runtime::fingerprint::{MAX_INPUT_DEPTH, canonical_bytes};
-use idemgen_runtime::http::{IDEMPOTENCY_KEY, key_from_headers};
-use idemgen_runtime::key::{KeyError, MAX_KEY_LEN};
-use idemgen_runtime::record::{DEFAULT_HEADER_ALLOWLIST, header_is_storable};
-use idemgen_runtime::server::json_body;
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{
-    ExecuteError, Executor, Fingerprint, IdempotencyKey, Problem, ProblemKind, StoredResponse,
-    TxHandle,
+use idemgen_runtime::codegen::NoDeclaredError;
+use idemgen_runtime::engine::{
+    DEFAULT_HEADER_ALLOWLIST, ExecuteError, IDEMPOTENCY_KEY, StoredResponse, handler_problem,
+    header_is_storable, json_body, key_from_headers,
 };
-use idemgen_runtime::{HandlerError, KeyHeader, NoDeclaredError};
+use idemgen_runtime::{Executor, HandlerError, PgStore, Problem, ProblemKind, TxHandle};
 use proptest::prelude::*;
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
@@ -646,7 +644,10 @@ async fn failing_completion_is_503_and_rolls_back() {
             .await
             .unwrap();
         let retry = attempt(&env, req, Plan::created("long")).await.unwrap();
-        assert_eq!(retry.disposition, idemgen_runtime::Disposition::Executed);
+        assert_eq!(
+            retry.disposition,
+            idemgen_runtime::engine::Disposition::Executed
+        );
         assert_eq!(env.ledger.count("long").await, 1);
     }
 }
@@ -678,7 +679,10 @@ async fn rejected_commit_is_503_and_frees_the_key() {
         );
         assert_eq!(records_exist(pool).await, 0, "the key was released");
         let retry = attempt(&env, req, Plan::created("free")).await.unwrap();
-        assert_eq!(retry.disposition, idemgen_runtime::Disposition::Executed);
+        assert_eq!(
+            retry.disposition,
+            idemgen_runtime::engine::Disposition::Executed
+        );
     }
 }
 
@@ -711,7 +715,7 @@ async fn handler_database_error_is_an_opaque_500() {
         let Err(ExecuteError::Handler(e)) = result else {
             panic!("expected a handler error, got {result:?}");
         };
-        let p = e.to_problem(true).expect("an opaque failure");
+        let p = handler_problem(&e, true).expect("an opaque failure");
         assert_eq!(p.kind().status(), 500);
         assert_clean(&p, "null value");
         assert_eq!(records_exist(pool).await, 0, "the key was released");

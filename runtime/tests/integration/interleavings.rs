@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idemgen_runtime::store::{ClaimRequest, MemoryStore, PgStore};
+use idemgen_runtime::engine::{
+    ClaimRequest, ClaimToken, Disposition, ExecuteError, HandlerFuture, RecordState,
+};
 use idemgen_runtime::{
-    ClaimToken, Disposition, ExecuteError, Executor, ExecutorConfig, HandlerFuture, ProblemKind,
-    RecordState, Store, Strategy as ExecStrategy, TxHandle,
+    Executor, ExecutorConfig, MemoryStore, PgStore, ProblemKind, Store, Strategy as ExecStrategy,
+    TxHandle,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -41,3 +41,6 @@ mod interleavings;
 /// The protocol as a stateright model, checked exhaustively for both strategies and tombstones
 /// (and its broken variants caught).
 mod model;
+
+/// The module layering of the runtime's sources: every import points down, no circle.
+mod layers;

@@ -1,7 +1,7 @@
 //! protocol.md is the contract: every fingerprint vector in it is checked against the runtime.
 
-use idemgen_runtime::Fingerprint;
-use idemgen_runtime::fingerprint::canonical_bytes;
+use idemgen_protocol::Fingerprint;
+use idemgen_protocol::fingerprint::canonical_bytes;
 
 const PROTOCOL: &str = include_str!("../../../protocol.md");
 

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use idemgen_runtime::Strategy;
+use idemgen_runtime::engine::Disposition;
 use idemgen_runtime::retention::{CLEANUP_BATCH, purge_expired};
-use idemgen_runtime::{Disposition, Strategy};
 use serde_json::json;
 
 use crate::support::*;

@@ -3,13 +3,18 @@
 //! migrated by the previous hand-written migrator are adopted by sqlx's, a replay writes
 //! nothing, and a record that slips past the in-transaction gate wins on the primary key.
 
-use idemgen_runtime::migrate::{TABLE, migrator};
-use idemgen_runtime::{Disposition, IdempotencyKey, Scope, Strategy};
+use idemgen_protocol::IdempotencyKey;
+use idemgen_runtime::Strategy;
+use idemgen_runtime::engine::{Disposition, MIGRATIONS_TABLE as TABLE, Scope, migrator};
 use idemgen_testdb::TestDb;
 use serde_json::json;
 use sqlx::{Executor as _, PgConnection, Row};
 
 use crate::support::*;
+
+/// The SQL of the runtime's migrations, as the files hold it.
+const MIGRATION_1: &str = include_str!("../../migrations/0001_idempotency_records.sql");
+const MIGRATION_2: &str = include_str!("../../migrations/0002_scope_hash.sql");
 
 async fn connect(db: &TestDb) -> PgConnection {
     db.connect().await.expect("connection")
@@ -199,10 +204,7 @@ async fn databases_migrated_by_the_previous_migrator_are_adopted() {
     )
     .await
     .unwrap();
-    sqlx::raw_sql(idemgen_runtime::migrate::MIGRATIONS[0].2)
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::raw_sql(MIGRATION_1).execute(&mut conn).await.unwrap();
     conn.execute(
         "INSERT INTO idemgen_schema_migrations (version, name)
          VALUES (1, '0001_idempotency_records')",
@@ -316,4 +318,87 @@ async fn a_claim_that_slips_past_the_gate_wins_on_the_primary_key() {
         0,
         "the losing write rolled back"
     );
+}
+
+/// The migrator of the previous release, built by hand from a list of (version, description,
+/// SQL) rather than by `sqlx::migrate!`: what databases in the field were migrated with.
+fn previous_release_migrator() -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let migrations = [
+        (1, "idempotency records", MIGRATION_1),
+        (2, "scope hash", MIGRATION_2),
+    ]
+    .into_iter()
+    .map(|(version, description, sql)| {
+        Migration::new(
+            version,
+            description.into(),
+            MigrationType::Simple,
+            sql.into_sql_str(),
+            false,
+        )
+    })
+    .collect();
+    let mut migrator = Migrator::with_migrations(migrations);
+    migrator.dangerous_set_table_name(TABLE);
+    migrator
+}
+
+#[tokio::test]
+async fn databases_migrated_by_the_previous_release_keep_working() {
+    let db = TestDb::new().await.unwrap();
+    let mut conn = connect(&db).await;
+    previous_release_migrator()
+        .run_direct(None, &mut conn, false)
+        .await
+        .expect("the previous release's migrations");
+    let before: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT version, description, checksum FROM {TABLE} ORDER BY version"
+    )))
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(before.len(), 2);
+    // The embedded migrator agrees on every version, description and checksum: nothing is run
+    // again, nothing is refused as modified.
+    let embedded = migrator();
+    for ((version, description, checksum), migration) in before.iter().zip(embedded.iter()) {
+        assert_eq!(*version, migration.version);
+        assert_eq!(description, &*migration.description);
+        assert_eq!(checksum, &*migration.checksum, "version {version}");
+    }
+    idemgen_runtime::migrate(&mut conn)
+        .await
+        .expect("the embedded migrations accept the database");
+    let after: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT version, description, checksum FROM {TABLE} ORDER BY version"
+    )))
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(before, after);
+    // And the store works on it.
+    let pool = db.pool(4).await.unwrap();
+    conn.execute("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+        .await
+        .unwrap();
+    let env = Env {
+        exec: idemgen_runtime::Executor::new(
+            idemgen_runtime::PgStore::new(pool.clone()),
+            config(Strategy::SeparateClaim),
+        ),
+        business: pg_business(),
+        ledger: Ledger::Pg(pool),
+    };
+    let scope = scope("alice", "after-upgrade");
+    let first = attempt(
+        &env,
+        request(scope.clone(), json!({"n": 1}), 1),
+        Plan::created("a"),
+    )
+    .await;
+    assert_eq!(first.unwrap().disposition, Disposition::Executed);
+    let replay = attempt(&env, request(scope, json!({"n": 1}), 1), Plan::created("a")).await;
+    assert_eq!(replay.unwrap().disposition, Disposition::Replayed);
 }

@@ -2,13 +2,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use idemgen_runtime::executor::HandlerFuture;
-use idemgen_runtime::store::{MemoryStore, PgStore};
-use idemgen_runtime::{
-    CodecError, EncodedResponse, ExecuteError, Executor, ExecutorConfig, Fingerprint,
-    IdempotencyKey, IdempotentRequest, Outcome, ResponseCodec, Scope, Store, StoredResponse,
-    Strategy, TxHandle,
+use idemgen_protocol::{Fingerprint, IdempotencyKey};
+use idemgen_runtime::codegen::{CodecError, EncodedResponse};
+use idemgen_runtime::engine::{
+    ExecuteError, HandlerFuture, IdempotentRequest, Outcome, ResponseCodec, Scope, StoredResponse,
 };
+use idemgen_runtime::{Executor, ExecutorConfig, MemoryStore, PgStore, Store, Strategy, TxHandle};
 use idemgen_testdb::TestDb;
 
 /// A response as a handler returns it.
@@ -186,7 +185,6 @@ pub fn request(scope: Scope, input: serde_json::Value, version: i16) -> Idempote
         scope,
         fingerprint_version: version,
         declared_headers: &[],
-        retention: None,
         key_header: "Idempotency-Key",
     }
 }

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use idemgen_runtime::store::PgStore;
-use idemgen_runtime::{ExecuteError, Executor, ProblemKind, Strategy};
+use idemgen_runtime::engine::ExecuteError;
+use idemgen_runtime::{Executor, PgStore, ProblemKind, Strategy};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::client::{CallOptions, Client, Error, HeaderValue, RetryPolicy};
+use idemgen_client::{CallOptions, Client, Error, HeaderValue, RetryPolicy};
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Connection;

@@ -3,7 +3,7 @@
 
 use idemgen_buildscript_tests::widgets_built;
 use idemgen_compile_tests::widgets;
-use idemgen_runtime::{Idempotent, Operation};
+use idemgen_runtime::codegen::{Idempotent, Operation};
 
 #[test]
 fn the_build_script_module_matches_the_cli_module() {

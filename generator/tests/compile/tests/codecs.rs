@@ -5,7 +5,8 @@
 
 use http::StatusCode;
 use idemgen_compile_tests::{shapes, widgets};
-use idemgen_runtime::{Encode, StoredResponse};
+use idemgen_runtime::codegen::Encode;
+use idemgen_runtime::engine::StoredResponse;
 
 /// Encodes, stores as the executor would (allowlisted and declared headers only), replays, and
 /// checks that the replay is the first response.
@@ -19,7 +20,7 @@ fn round_trip<R: Encode + Clone>(response: R, declared: &[&str]) -> StoredRespon
         declared,
     )
     .unwrap();
-    let replay = idemgen_runtime::http::replay_response(&stored);
+    let replay = idemgen_runtime::engine::replay_response(&stored);
     assert_eq!(replay.status(), encoded.status);
     for (name, value) in &encoded.headers {
         assert_eq!(replay.headers().get(name), Some(value), "{name} replayed");

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use idemgen_compile_tests::shapes::*;
+use idemgen_runtime::codegen::{Idempotent, KeyHeader};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, Idempotent, KeyHeader,
-    MemoryStore, Principal, Problem, Server, TxHandle,
+    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
+    Problem, Server, TxHandle,
 };
 use tower::ServiceExt;
 

@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use http::{HeaderMap, Request, StatusCode};
 use idemgen_compile_tests::widgets::{self, types, *};
+use idemgen_runtime::codegen::Idempotent;
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, Idempotent, MemoryStore,
-    Principal, Problem, ProblemKind, Server, ServerConfig, TxHandle,
+    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
+    Problem, ProblemKind, Server, ServerConfig, TxHandle,
 };
 use tower::ServiceExt;
 

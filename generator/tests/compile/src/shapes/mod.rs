@@ -263,14 +263,17 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for NodeModeValue {
-        type Err = ::idemgen_runtime::UnknownValue;
+        type Err = ::idemgen_runtime::codegen::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "fast" => ::std::result::Result::Ok(Self::Fast),
                 "slow" => ::std::result::Result::Ok(Self::Slow),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::UnknownValue::new("NodeModeValue", value),
+                        ::idemgen_runtime::codegen::UnknownValue::new(
+                            "NodeModeValue",
+                            value,
+                        ),
                     )
                 }
             }
@@ -591,7 +594,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Settlement {
-        type Err = ::idemgen_runtime::UnknownValue;
+        type Err = ::idemgen_runtime::codegen::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "alfamart_transaction" => {
@@ -605,7 +608,10 @@ pub mod types {
                 }
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::UnknownValue::new("Settlement", value),
+                        ::idemgen_runtime::codegen::UnknownValue::new(
+                            "Settlement",
+                            value,
+                        ),
                     )
                 }
             }
@@ -662,7 +668,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for String {
-        type Err = ::idemgen_runtime::UnknownValue;
+        type Err = ::idemgen_runtime::codegen::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "a" => ::std::result::Result::Ok(Self::A),
@@ -672,7 +678,7 @@ pub mod types {
                 "a-b" => ::std::result::Result::Ok(Self::AB),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::UnknownValue::new("String", value),
+                        ::idemgen_runtime::codegen::UnknownValue::new("String", value),
                     )
                 }
             }
@@ -748,7 +754,7 @@ pub enum CreatePetResponse {
         body: ::std::collections::BTreeMap<::std::string::String, i64>,
     },
 }
-impl ::idemgen_runtime::Encode for CreatePetResponse {
+impl ::idemgen_runtime::codegen::Encode for CreatePetResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status201 { body, e_tag, x_count } => {
@@ -792,7 +798,7 @@ pub enum CreatePetError {
         body: ::serde_json::Value,
     },
 }
-impl ::idemgen_runtime::Encode for CreatePetError {
+impl ::idemgen_runtime::codegen::Encode for CreatePetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status4xx { status, body } => {
@@ -873,14 +879,14 @@ impl<'a> CreatePetSemanticInput<'a> {
 /// ```
 #[derive(Debug)]
 pub struct CreatePet;
-impl ::idemgen_runtime::Operation for CreatePet {
+impl ::idemgen_runtime::codegen::Operation for CreatePet {
     const ID: &'static str = "createPet";
     const HAS_BODY: bool = true;
     type Request = CreatePetRequest;
     type Response = CreatePetResponse;
     type Error = CreatePetError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<CreatePetRequest> {
         ::std::result::Result::Ok(CreatePetRequest {
             tag: parts.query_array("tag", true)?,
@@ -890,8 +896,8 @@ impl ::idemgen_runtime::Operation for CreatePet {
         })
     }
 }
-impl ::idemgen_runtime::Idempotent for CreatePet {
-    const KEY: ::idemgen_runtime::KeyHeader = ::idemgen_runtime::KeyHeader::new(
+impl ::idemgen_runtime::codegen::Idempotent for CreatePet {
+    const KEY: ::idemgen_runtime::codegen::KeyHeader = ::idemgen_runtime::codegen::KeyHeader::new(
         "X-Pet-Key",
         40,
     );
@@ -902,7 +908,7 @@ impl ::idemgen_runtime::Idempotent for CreatePet {
         CreatePetSemanticInput::new(request)
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::TxEndpoint<A, A::Store> for CreatePet {
+impl<A: ShapesApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store> for CreatePet {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -938,7 +944,7 @@ pub enum UploadPhotoResponse {
     /// 200: Stored.
     Status200(::std::string::String),
 }
-impl ::idemgen_runtime::Encode for UploadPhotoResponse {
+impl ::idemgen_runtime::codegen::Encode for UploadPhotoResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200(body) => {
@@ -959,7 +965,7 @@ pub enum UploadPhotoError {
         body: ::axum::body::Bytes,
     },
 }
-impl ::idemgen_runtime::Encode for UploadPhotoError {
+impl ::idemgen_runtime::codegen::Encode for UploadPhotoError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Default { status, body } => {
@@ -1013,14 +1019,14 @@ impl<'a> UploadPhotoSemanticInput<'a> {
 /// `uploadPhoto` (`PUT /pets/{petId}/photo`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct UploadPhoto;
-impl ::idemgen_runtime::Operation for UploadPhoto {
+impl ::idemgen_runtime::codegen::Operation for UploadPhoto {
     const ID: &'static str = "uploadPhoto";
     const HAS_BODY: bool = true;
     type Request = UploadPhotoRequest;
     type Response = UploadPhotoResponse;
     type Error = UploadPhotoError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<UploadPhotoRequest> {
         ::std::result::Result::Ok(UploadPhotoRequest {
             pet_id: parts.path("petId")?,
@@ -1028,8 +1034,8 @@ impl ::idemgen_runtime::Operation for UploadPhoto {
         })
     }
 }
-impl ::idemgen_runtime::Idempotent for UploadPhoto {
-    const KEY: ::idemgen_runtime::KeyHeader = ::idemgen_runtime::KeyHeader::new(
+impl ::idemgen_runtime::codegen::Idempotent for UploadPhoto {
+    const KEY: ::idemgen_runtime::codegen::KeyHeader = ::idemgen_runtime::codegen::KeyHeader::new(
         "X-Pet-Key",
         40,
     );
@@ -1042,7 +1048,7 @@ impl ::idemgen_runtime::Idempotent for UploadPhoto {
         ::idemgen_runtime::codegen::resource_scope(&[&request.pet_id])
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::TxEndpoint<A, A::Store> for UploadPhoto {
+impl<A: ShapesApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store> for UploadPhoto {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1080,7 +1086,7 @@ pub enum RecordReadingsResponse {
     /// 204: Recorded.
     Status204,
 }
-impl ::idemgen_runtime::Encode for RecordReadingsResponse {
+impl ::idemgen_runtime::codegen::Encode for RecordReadingsResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status204 => ::idemgen_runtime::codegen::empty(204),
@@ -1088,18 +1094,18 @@ impl ::idemgen_runtime::Encode for RecordReadingsResponse {
     }
 }
 /// `recordReadings` (`POST /readings`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type RecordReadingsError = ::idemgen_runtime::NoDeclaredError;
+pub type RecordReadingsError = ::idemgen_runtime::codegen::NoDeclaredError;
 /// `recordReadings` (`POST /readings`): Every enforced validation keyword, on parameters and a nested body.. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct RecordReadings;
-impl ::idemgen_runtime::Operation for RecordReadings {
+impl ::idemgen_runtime::codegen::Operation for RecordReadings {
     const ID: &'static str = "recordReadings";
     const HAS_BODY: bool = true;
     type Request = RecordReadingsRequest;
     type Response = RecordReadingsResponse;
     type Error = RecordReadingsError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<RecordReadingsRequest> {
         ::std::result::Result::Ok(RecordReadingsRequest {
             sensor: parts.query_array("sensor", true)?,
@@ -1143,7 +1149,7 @@ impl ::idemgen_runtime::Operation for RecordReadings {
         ::std::result::Result::Ok(())
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::PlainEndpoint<A> for RecordReadings {
+impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for RecordReadings {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1176,7 +1182,7 @@ pub enum OpenShelterResponse {
     /// 200: Opened, at this address.
     Status200(types::OpenShelterRequestBodyAddress),
 }
-impl ::idemgen_runtime::Encode for OpenShelterResponse {
+impl ::idemgen_runtime::codegen::Encode for OpenShelterResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200(body) => {
@@ -1186,25 +1192,25 @@ impl ::idemgen_runtime::Encode for OpenShelterResponse {
     }
 }
 /// `openShelter` (`POST /shelters`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type OpenShelterError = ::idemgen_runtime::NoDeclaredError;
+pub type OpenShelterError = ::idemgen_runtime::codegen::NoDeclaredError;
 /// `openShelter` (`POST /shelters`): Single alternatives, and inline schemas that are one type.. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct OpenShelter;
-impl ::idemgen_runtime::Operation for OpenShelter {
+impl ::idemgen_runtime::codegen::Operation for OpenShelter {
     const ID: &'static str = "openShelter";
     const HAS_BODY: bool = true;
     type Request = OpenShelterRequest;
     type Response = OpenShelterResponse;
     type Error = OpenShelterError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<OpenShelterRequest> {
         ::std::result::Result::Ok(OpenShelterRequest {
             body: parts.json_body()?,
         })
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::PlainEndpoint<A> for OpenShelter {
+impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for OpenShelter {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1234,7 +1240,7 @@ pub enum GetTreeResponse {
     /// 200: A recursive tree.
     Status200(types::Node),
 }
-impl ::idemgen_runtime::Encode for GetTreeResponse {
+impl ::idemgen_runtime::codegen::Encode for GetTreeResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200(body) => {
@@ -1244,22 +1250,22 @@ impl ::idemgen_runtime::Encode for GetTreeResponse {
     }
 }
 /// `GET /tree` (`GET /tree`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type GetTreeError = ::idemgen_runtime::NoDeclaredError;
+pub type GetTreeError = ::idemgen_runtime::codegen::NoDeclaredError;
 /// `GET /tree` (`GET /tree`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct GetTree;
-impl ::idemgen_runtime::Operation for GetTree {
+impl ::idemgen_runtime::codegen::Operation for GetTree {
     const ID: &'static str = "GET /tree";
     type Request = GetTreeRequest;
     type Response = GetTreeResponse;
     type Error = GetTreeError;
     fn extract(
-        _parts: &::idemgen_runtime::RequestParts,
+        _parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<GetTreeRequest> {
         ::std::result::Result::Ok(GetTreeRequest {})
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::PlainEndpoint<A> for GetTree {
+impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for GetTree {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1393,34 +1399,34 @@ pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
         .route(
             "/pets",
             ::axum::routing::post(
-                ::idemgen_runtime::serve::idempotent::<CreatePet, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::idempotent::<CreatePet, A, A::Store, Au>,
             ),
         )
         .route(
             "/pets/{petId}/photo",
             ::axum::routing::put(
-                ::idemgen_runtime::serve::idempotent::<UploadPhoto, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::idempotent::<UploadPhoto, A, A::Store, Au>,
             ),
         )
         .route(
             "/readings",
             ::axum::routing::post(
-                ::idemgen_runtime::serve::plain::<RecordReadings, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::plain::<RecordReadings, A, A::Store, Au>,
             ),
         )
         .route(
             "/shelters",
             ::axum::routing::post(
-                ::idemgen_runtime::serve::plain::<OpenShelter, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::plain::<OpenShelter, A, A::Store, Au>,
             ),
         )
         .route(
             "/tree",
             ::axum::routing::get(
-                ::idemgen_runtime::serve::plain::<GetTree, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::plain::<GetTree, A, A::Store, Au>,
             ),
         )
-        .fallback(::idemgen_runtime::serve::not_found)
-        .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
+        .fallback(::idemgen_runtime::codegen::not_found)
+        .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
         .with_state(server)
 }

@@ -47,7 +47,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Color {
-        type Err = ::idemgen_runtime::UnknownValue;
+        type Err = ::idemgen_runtime::codegen::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "red" => ::std::result::Result::Ok(Self::Red),
@@ -55,7 +55,7 @@ pub mod types {
                 "blue" => ::std::result::Result::Ok(Self::Blue),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::UnknownValue::new("Color", value),
+                        ::idemgen_runtime::codegen::UnknownValue::new("Color", value),
                     )
                 }
             }
@@ -158,7 +158,7 @@ pub enum CreateWidgetResponse {
         location: ::std::string::String,
     },
 }
-impl ::idemgen_runtime::Encode for CreateWidgetResponse {
+impl ::idemgen_runtime::codegen::Encode for CreateWidgetResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status201 { body, location } => {
@@ -177,7 +177,7 @@ pub enum CreateWidgetError {
     /// 403: An RFC 9457 problem.
     Status403(types::Problem),
 }
-impl ::idemgen_runtime::Encode for CreateWidgetError {
+impl ::idemgen_runtime::codegen::Encode for CreateWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status400(body) => {
@@ -210,14 +210,14 @@ impl<'a> CreateWidgetSemanticInput<'a> {
 /// `createWidget` (`POST /widgets`): Create a widget. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct CreateWidget;
-impl ::idemgen_runtime::Operation for CreateWidget {
+impl ::idemgen_runtime::codegen::Operation for CreateWidget {
     const ID: &'static str = "createWidget";
     const HAS_BODY: bool = true;
     type Request = CreateWidgetRequest;
     type Response = CreateWidgetResponse;
     type Error = CreateWidgetError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<CreateWidgetRequest> {
         ::std::result::Result::Ok(CreateWidgetRequest {
             body: parts.json_body()?,
@@ -232,7 +232,7 @@ impl ::idemgen_runtime::Operation for CreateWidget {
         ::std::result::Result::Ok(())
     }
 }
-impl ::idemgen_runtime::Idempotent for CreateWidget {
+impl ::idemgen_runtime::codegen::Idempotent for CreateWidget {
     const FINGERPRINT_VERSION: i16 = 1;
     const STORED_HEADERS: &'static [&'static str] = &["location"];
     type SemanticInput<'a> = CreateWidgetSemanticInput<'a>;
@@ -240,7 +240,8 @@ impl ::idemgen_runtime::Idempotent for CreateWidget {
         CreateWidgetSemanticInput::new(request)
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::TxEndpoint<A, A::Store> for CreateWidget {
+impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
+for CreateWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -278,7 +279,7 @@ pub enum ListWidgetsResponse {
     /// 200: The widgets.
     Status200(types::ListWidgets200Response),
 }
-impl ::idemgen_runtime::Encode for ListWidgetsResponse {
+impl ::idemgen_runtime::codegen::Encode for ListWidgetsResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200(body) => {
@@ -294,7 +295,7 @@ pub enum ListWidgetsError {
     /// 400: An RFC 9457 problem.
     Status400(types::Problem),
 }
-impl ::idemgen_runtime::Encode for ListWidgetsError {
+impl ::idemgen_runtime::codegen::Encode for ListWidgetsError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status400(body) => {
@@ -312,13 +313,13 @@ for ::idemgen_runtime::HandlerError<ListWidgetsError> {
 /// `listWidgets` (`GET /widgets`): List widgets. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct ListWidgets;
-impl ::idemgen_runtime::Operation for ListWidgets {
+impl ::idemgen_runtime::codegen::Operation for ListWidgets {
     const ID: &'static str = "listWidgets";
     type Request = ListWidgetsRequest;
     type Response = ListWidgetsResponse;
     type Error = ListWidgetsError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<ListWidgetsRequest> {
         ::std::result::Result::Ok(ListWidgetsRequest {
             limit: parts.query("limit")?,
@@ -355,7 +356,7 @@ impl ::idemgen_runtime::Operation for ListWidgets {
         ::std::result::Result::Ok(())
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::PlainEndpoint<A> for ListWidgets {
+impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for ListWidgets {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -388,7 +389,7 @@ pub enum GetWidgetResponse {
     /// 200: The widget.
     Status200(types::Widget),
 }
-impl ::idemgen_runtime::Encode for GetWidgetResponse {
+impl ::idemgen_runtime::codegen::Encode for GetWidgetResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200(body) => {
@@ -404,7 +405,7 @@ pub enum GetWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::Encode for GetWidgetError {
+impl ::idemgen_runtime::codegen::Encode for GetWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status404(body) => {
@@ -422,20 +423,20 @@ for ::idemgen_runtime::HandlerError<GetWidgetError> {
 /// `getWidget` (`GET /widgets/{id}`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct GetWidget;
-impl ::idemgen_runtime::Operation for GetWidget {
+impl ::idemgen_runtime::codegen::Operation for GetWidget {
     const ID: &'static str = "getWidget";
     type Request = GetWidgetRequest;
     type Response = GetWidgetResponse;
     type Error = GetWidgetError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<GetWidgetRequest> {
         ::std::result::Result::Ok(GetWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::PlainEndpoint<A> for GetWidget {
+impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for GetWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -468,7 +469,7 @@ pub enum DeleteWidgetResponse {
     /// 204: Deleted.
     Status204,
 }
-impl ::idemgen_runtime::Encode for DeleteWidgetResponse {
+impl ::idemgen_runtime::codegen::Encode for DeleteWidgetResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status204 => ::idemgen_runtime::codegen::empty(204),
@@ -482,7 +483,7 @@ pub enum DeleteWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::Encode for DeleteWidgetError {
+impl ::idemgen_runtime::codegen::Encode for DeleteWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status404(body) => {
@@ -500,20 +501,21 @@ for ::idemgen_runtime::HandlerError<DeleteWidgetError> {
 /// `deleteWidget` (`DELETE /widgets/{id}`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct DeleteWidget;
-impl ::idemgen_runtime::Operation for DeleteWidget {
+impl ::idemgen_runtime::codegen::Operation for DeleteWidget {
     const ID: &'static str = "deleteWidget";
     type Request = DeleteWidgetRequest;
     type Response = DeleteWidgetResponse;
     type Error = DeleteWidgetError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<DeleteWidgetRequest> {
         ::std::result::Result::Ok(DeleteWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::TxEndpoint<A, A::Store> for DeleteWidget {
+impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
+for DeleteWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -556,7 +558,7 @@ pub enum PublishWidgetResponse {
         x_rate_limit_remaining: ::std::option::Option<i64>,
     },
 }
-impl ::idemgen_runtime::Encode for PublishWidgetResponse {
+impl ::idemgen_runtime::codegen::Encode for PublishWidgetResponse {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status200 { body, x_rate_limit_remaining } => {
@@ -580,7 +582,7 @@ pub enum PublishWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::Encode for PublishWidgetError {
+impl ::idemgen_runtime::codegen::Encode for PublishWidgetError {
     fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
         match self {
             Self::Status400(body) => {
@@ -642,14 +644,14 @@ impl<'a> PublishWidgetSemanticInput<'a> {
 /// `publishWidget` (`POST /widgets/{id}/publish`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct PublishWidget;
-impl ::idemgen_runtime::Operation for PublishWidget {
+impl ::idemgen_runtime::codegen::Operation for PublishWidget {
     const ID: &'static str = "publishWidget";
     const HAS_BODY: bool = true;
     type Request = PublishWidgetRequest;
     type Response = PublishWidgetResponse;
     type Error = PublishWidgetError;
     fn extract(
-        parts: &::idemgen_runtime::RequestParts,
+        parts: &::idemgen_runtime::codegen::RequestParts,
     ) -> ::idemgen_runtime::codegen::Extracted<PublishWidgetRequest> {
         ::std::result::Result::Ok(PublishWidgetRequest {
             notify: parts.query("notify")?,
@@ -658,7 +660,7 @@ impl ::idemgen_runtime::Operation for PublishWidget {
         })
     }
 }
-impl ::idemgen_runtime::Idempotent for PublishWidget {
+impl ::idemgen_runtime::codegen::Idempotent for PublishWidget {
     const FINGERPRINT_VERSION: i16 = 2;
     const STORED_HEADERS: &'static [&'static str] = &["x-rate-limit-remaining"];
     type SemanticInput<'a> = PublishWidgetSemanticInput<'a>;
@@ -669,7 +671,8 @@ impl ::idemgen_runtime::Idempotent for PublishWidget {
         ::idemgen_runtime::codegen::resource_scope(&[&request.id])
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::TxEndpoint<A, A::Store> for PublishWidget {
+impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
+for PublishWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -800,17 +803,22 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
         .route(
             "/widgets",
             ::axum::routing::post(
-                    ::idemgen_runtime::serve::idempotent::<CreateWidget, A, A::Store, Au>,
+                    ::idemgen_runtime::codegen::idempotent::<
+                        CreateWidget,
+                        A,
+                        A::Store,
+                        Au,
+                    >,
                 )
-                .get(::idemgen_runtime::serve::plain::<ListWidgets, A, A::Store, Au>),
+                .get(::idemgen_runtime::codegen::plain::<ListWidgets, A, A::Store, Au>),
         )
         .route(
             "/widgets/{id}",
             ::axum::routing::get(
-                    ::idemgen_runtime::serve::plain::<GetWidget, A, A::Store, Au>,
+                    ::idemgen_runtime::codegen::plain::<GetWidget, A, A::Store, Au>,
                 )
                 .delete(
-                    ::idemgen_runtime::serve::transactional::<
+                    ::idemgen_runtime::codegen::transactional::<
                         DeleteWidget,
                         A,
                         A::Store,
@@ -821,10 +829,10 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
         .route(
             "/widgets/{id}/publish",
             ::axum::routing::post(
-                ::idemgen_runtime::serve::idempotent::<PublishWidget, A, A::Store, Au>,
+                ::idemgen_runtime::codegen::idempotent::<PublishWidget, A, A::Store, Au>,
             ),
         )
-        .fallback(::idemgen_runtime::serve::not_found)
-        .method_not_allowed_fallback(::idemgen_runtime::serve::method_not_allowed)
+        .fallback(::idemgen_runtime::codegen::not_found)
+        .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
         .with_state(server)
 }

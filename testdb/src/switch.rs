@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::copy_bidirectional;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::cluster::HarnessError;
+use idemgen_runtime::testing::HarnessError;
 
 /// A TCP endpoint on a free loopback port forwarding to a switchable loopback port.
 #[derive(Debug)]

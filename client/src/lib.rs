@@ -1,4 +1,4 @@
-//! The client side of the protocol (feature `client`): what `idemgen client` generates calls.
+//! idemgen-client: the client side of the idemgen protocol, what `idemgen client` generates calls.
 //!
 //! One retry loop for every generated method: a call to an `x-idempotent` operation carries one
 //! key (generated, or the caller's) on every attempt and is retried on connection errors,
@@ -8,7 +8,9 @@
 //! reached the server (the connection could not be made). Never on 400, 401, 403, 410, 422 or
 //! other answers: a repeat cannot change them (`idemgen_protocol::status::client_retries`).
 //!
-//! HTTPS needs the `client-rustls` feature (reqwest with rustls); `client` alone speaks HTTP.
+//! HTTPS needs the `rustls` feature (reqwest with rustls); without it the client speaks HTTP.
+//! A crate that only calls a generated client depends on this crate, never on the server runtime:
+//! no sqlx, axum or hyper server is compiled for it.
 
 use std::time::{Duration, Instant};
 
@@ -517,4 +519,10 @@ pub struct Failure {
     pub may_have_executed: bool,
     /// The key sent, for `x-idempotent` operations.
     pub key: Option<String>,
+}
+
+/// What generated client types call (serde adapters, the `FromStr` error of string enums).
+#[doc(hidden)]
+pub mod codegen {
+    pub use idemgen_protocol::codegen::{UnknownValue, deserialize_some, double_option};
 }

@@ -1,0 +1,278 @@
+//! The vocabulary of diagnostics, below everything that produces or reads them: the rule ids
+//! with their default levels and help, the levels, and a [`Finding`]. The rules, the lock
+//! comparison, the config and the reports all name these; none of them is imported upward.
+
+use serde::Deserialize;
+
+use crate::loader::{FileId, Span};
+
+/// How serious a finding is, or that its rule is turned off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The rule is not run.
+    Off,
+    /// Reported; fails the check only with `--deny-warnings`.
+    Warning,
+    /// Reported; fails the check.
+    Error,
+}
+
+impl Level {
+    /// The lower-case name used in config files and machine-readable output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Off => "off",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// Identifies a rule. The string form ([`RuleId::as_str`]) is the stable id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RuleId {
+    /// An idempotent operation lacks the idempotency header parameter.
+    KeyMissing,
+    /// The idempotency header is not `required: true`.
+    KeyNotRequired,
+    /// The idempotency header's schema is not `type: string`.
+    KeyNotString,
+    /// The idempotency header's `maxLength` is absent or above the limit.
+    KeyMaxLength,
+    /// The idempotency header's `minLength` is absent or below 1.
+    KeyMinLength,
+    /// An idempotent operation lacks a required response status.
+    RequiredResponseMissing,
+    /// An idempotent operation lacks a recommended response status (409, 410).
+    RecommendedResponseMissing,
+    /// An error response of an idempotent operation lacks `application/problem+json`.
+    ErrorResponseNotProblemJson,
+    /// An idempotent operation has no `operationId`.
+    OperationIdMissing,
+    /// Two operations share an `operationId`.
+    OperationIdDuplicate,
+    /// `x-idempotent` is not a boolean.
+    XIdempotentNotBoolean,
+    /// `x-idempotency-fingerprint-version` is not an integer in 1..=32767.
+    FingerprintVersionInvalid,
+    /// An `x-idempotency-*` extension that idemgen does not know.
+    UnknownIdempotencyExtension,
+    /// `x-idempotent` or `x-idempotency-*` outside an Operation Object.
+    IdempotencyExtensionMisplaced,
+    /// `x-idempotent: true` on GET, HEAD, OPTIONS or TRACE.
+    XIdempotentOnSafeMethod,
+    /// The idempotency header is declared but `x-idempotent` is absent.
+    KeyWithoutXIdempotent,
+    /// The semantic input changed shape since `idemgen.lock` was written, without a version bump.
+    FingerprintShapeChanged,
+    /// `x-idempotency-tombstones` names no idempotent operation.
+    TombstoneTargetInvalid,
+    /// The idempotency header's schema has no `pattern`.
+    KeyPattern,
+    /// An operation without an idempotency key does not declare 503.
+    UnavailableResponseMissing,
+    /// The spec has no operations at all.
+    NoOperations,
+    /// A `$ref` does not resolve (nothing at its pointer, a cycle, a remote or unreadable file).
+    UnresolvedRef,
+}
+
+impl RuleId {
+    /// Every rule, in documentation order.
+    pub const ALL: [RuleId; 22] = [
+        RuleId::KeyMissing,
+        RuleId::KeyNotRequired,
+        RuleId::KeyNotString,
+        RuleId::KeyMaxLength,
+        RuleId::KeyMinLength,
+        RuleId::KeyPattern,
+        RuleId::RequiredResponseMissing,
+        RuleId::RecommendedResponseMissing,
+        RuleId::ErrorResponseNotProblemJson,
+        RuleId::OperationIdMissing,
+        RuleId::OperationIdDuplicate,
+        RuleId::XIdempotentNotBoolean,
+        RuleId::FingerprintVersionInvalid,
+        RuleId::UnknownIdempotencyExtension,
+        RuleId::IdempotencyExtensionMisplaced,
+        RuleId::XIdempotentOnSafeMethod,
+        RuleId::KeyWithoutXIdempotent,
+        RuleId::FingerprintShapeChanged,
+        RuleId::TombstoneTargetInvalid,
+        RuleId::UnavailableResponseMissing,
+        RuleId::NoOperations,
+        RuleId::UnresolvedRef,
+    ];
+
+    /// The stable id.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleId::KeyMissing => "idempotency-key-missing",
+            RuleId::KeyNotRequired => "idempotency-key-not-required",
+            RuleId::KeyNotString => "idempotency-key-not-string",
+            RuleId::KeyMaxLength => "idempotency-key-max-length",
+            RuleId::KeyMinLength => "idempotency-key-min-length",
+            RuleId::RequiredResponseMissing => "required-response-missing",
+            RuleId::RecommendedResponseMissing => "recommended-response-missing",
+            RuleId::ErrorResponseNotProblemJson => "error-response-not-problem-json",
+            RuleId::OperationIdMissing => "operation-id-missing",
+            RuleId::OperationIdDuplicate => "operation-id-duplicate",
+            RuleId::XIdempotentNotBoolean => "x-idempotent-not-boolean",
+            RuleId::FingerprintVersionInvalid => "fingerprint-version-invalid",
+            RuleId::UnknownIdempotencyExtension => "unknown-idempotency-extension",
+            RuleId::IdempotencyExtensionMisplaced => "idempotency-extension-misplaced",
+            RuleId::XIdempotentOnSafeMethod => "x-idempotent-on-safe-method",
+            RuleId::KeyWithoutXIdempotent => "idempotency-key-without-x-idempotent",
+            RuleId::FingerprintShapeChanged => "fingerprint-shape-changed",
+            RuleId::TombstoneTargetInvalid => "tombstone-target-invalid",
+            RuleId::KeyPattern => "idempotency-key-pattern",
+            RuleId::UnavailableResponseMissing => "unavailable-response-missing",
+            RuleId::NoOperations => "no-operations",
+            RuleId::UnresolvedRef => "unresolved-ref",
+        }
+    }
+
+    /// The rule with the stable id `name`.
+    pub fn from_name(name: &str) -> Option<RuleId> {
+        RuleId::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+
+    /// The level used unless the config overrides it.
+    pub fn default_level(self) -> Level {
+        match self {
+            RuleId::KeyMinLength
+            | RuleId::KeyPattern
+            | RuleId::UnavailableResponseMissing
+            | RuleId::NoOperations
+            | RuleId::RecommendedResponseMissing
+            | RuleId::ErrorResponseNotProblemJson
+            | RuleId::KeyWithoutXIdempotent => Level::Warning,
+            _ => Level::Error,
+        }
+    }
+
+    /// A one-line description of what the rule requires.
+    pub fn summary(self) -> &'static str {
+        match self {
+            RuleId::KeyMissing => {
+                "An idempotent operation declares the idempotency key header parameter."
+            }
+            RuleId::KeyNotRequired => "The idempotency key header is `required: true`.",
+            RuleId::KeyNotString => "The idempotency key header's schema is `type: string`.",
+            RuleId::KeyMaxLength => {
+                "The idempotency key header's schema bounds `maxLength` within the configured limit."
+            }
+            RuleId::KeyMinLength => {
+                "The idempotency key header's schema sets `minLength` to at least 1."
+            }
+            RuleId::RequiredResponseMissing => {
+                "An idempotent operation declares every required error response."
+            }
+            RuleId::RecommendedResponseMissing => {
+                "An idempotent operation declares 409 and 410 (key in use, key expired)."
+            }
+            RuleId::ErrorResponseNotProblemJson => {
+                "Error responses of idempotent operations use `application/problem+json`."
+            }
+            RuleId::OperationIdMissing => {
+                "An idempotent operation has an `operationId`; the runtime scopes keys by it."
+            }
+            RuleId::OperationIdDuplicate => "Every `operationId` is unique across the spec.",
+            RuleId::XIdempotentNotBoolean => "`x-idempotent` is a boolean.",
+            RuleId::FingerprintVersionInvalid => {
+                "`x-idempotency-fingerprint-version` is an integer from 1 to 32767."
+            }
+            RuleId::UnknownIdempotencyExtension => {
+                "Only known `x-idempotency-*` extensions are used."
+            }
+            RuleId::IdempotencyExtensionMisplaced => {
+                "`x-idempotent` and `x-idempotency-*` appear only on operations."
+            }
+            RuleId::XIdempotentOnSafeMethod => {
+                "GET, HEAD, OPTIONS and TRACE operations are not marked `x-idempotent: true`."
+            }
+            RuleId::KeyWithoutXIdempotent => {
+                "An operation that declares the idempotency key header is marked `x-idempotent`."
+            }
+            RuleId::FingerprintShapeChanged => {
+                "A change of an idempotent operation's semantic input comes with a bump of `x-idempotency-fingerprint-version` (checked against `idemgen.lock`)."
+            }
+            RuleId::TombstoneTargetInvalid => {
+                "`x-idempotency-tombstones` names an idempotent operation of the spec by its `operationId`."
+            }
+            RuleId::KeyPattern => {
+                "The idempotency key header's schema has a `pattern` (visible ASCII), so that tools generate keys the server accepts."
+            }
+            RuleId::UnavailableResponseMissing => {
+                "An operation without an idempotency key declares 503 (its database unreachable)."
+            }
+            RuleId::NoOperations => "The spec has at least one operation under `paths`.",
+            RuleId::UnresolvedRef => {
+                "Every `$ref` resolves: a loaded file has something at its pointer, without a cycle (remote references are not fetched)."
+            }
+        }
+    }
+
+    /// A YAML snippet that fixes a violation, filled in with the key header's name and the
+    /// largest key length allowed.
+    pub fn help(self, header: &str, max: u64) -> String {
+        match self {
+            RuleId::KeyMissing => format!(
+                "declare the header in the operation's parameters (inline or as a $ref):\n\nparameters:\n  - name: {header}\n    in: header\n    required: true\n    schema:\n      type: string\n      minLength: 1\n      maxLength: {max}"
+            ),
+            RuleId::KeyNotRequired => format!(
+                "make the header required:\n\n- name: {header}\n  in: header\n  required: true"
+            ),
+            RuleId::KeyNotString => "give the header a string schema:\n\nschema:\n  type: string".to_string(),
+            RuleId::KeyMaxLength => format!(
+                "bound the key length (at most {max}):\n\nschema:\n  type: string\n  maxLength: {max}"
+            ),
+            RuleId::KeyMinLength => "reject empty keys:\n\nschema:\n  type: string\n  minLength: 1".to_string(),
+            RuleId::RequiredResponseMissing | RuleId::RecommendedResponseMissing => {
+                "declare the responses, for example:\n\nresponses:\n  \"422\":\n    description: Unprocessable Content\n    content:\n      application/problem+json: {}".to_string()
+            }
+            RuleId::ErrorResponseNotProblemJson => "describe the error body as a problem document (RFC 9457):\n\ncontent:\n  application/problem+json:\n    schema:\n      $ref: \"#/components/schemas/Problem\"".to_string(),
+            RuleId::OperationIdMissing => "name the operation:\n\noperationId: createWidget".to_string(),
+            RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
+            RuleId::XIdempotentNotBoolean => "use a YAML boolean, not a string or number:\n\nx-idempotent: true".to_string(),
+            RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made".to_string(),
+            RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
+            RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
+            RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
+            RuleId::KeyPattern => "accept visible ASCII only, as the server does:\n\nschema:\n  type: string\n  pattern: '^[!-~]+$'".to_string(),
+            RuleId::UnavailableResponseMissing => "declare it:\n\nresponses:\n  \"503\":\n    description: Service Unavailable\n    content:\n      application/problem+json: {}".to_string(),
+            RuleId::UnresolvedRef => "point the reference at a component that exists, for example:\n\nschema:\n  $ref: \"#/components/schemas/Widget\"".to_string(),
+            RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
+            RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
+            RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One violation of a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule.
+    pub rule: RuleId,
+    /// `Error` or `Warning` (never `Off`).
+    pub level: Level,
+    /// What is wrong, as a sentence without a trailing period.
+    pub message: String,
+    /// The file the finding points into.
+    pub file: FileId,
+    /// The most precise span for the problem.
+    pub span: Span,
+    /// Labels (`POST /widgets`) of the operations affected; a shared component (a `$ref`'d
+    /// parameter, say) yields one finding listing every operation that uses it.
+    pub operations: Vec<String>,
+    /// The rule's help snippet.
+    pub help: String,
+}

@@ -1,0 +1,76 @@
+//! idemgen's OpenAPI extensions, named and read in one place: the rules check what this module
+//! reads, and the IR and the lock use what it returns, so a spelling or a range never differs
+//! between them.
+
+use crate::loader::Node;
+
+use super::Operation;
+
+/// The extension that marks an operation idempotent.
+pub const X_IDEMPOTENT: &str = "x-idempotent";
+/// The extension that selects the request fingerprint version.
+pub const X_FINGERPRINT_VERSION: &str = "x-idempotency-fingerprint-version";
+/// The extension, on an operation that deletes a resource, naming the idempotent operation that
+/// created it: its records become tombstones (410 to late retries).
+pub const X_TOMBSTONES: &str = "x-idempotency-tombstones";
+/// The prefix reserved for idemgen's extensions (besides [`X_IDEMPOTENT`]).
+pub const PREFIX: &str = "x-idempotency-";
+/// Every extension idemgen knows.
+pub const KNOWN: [&str; 3] = [X_IDEMPOTENT, X_FINGERPRINT_VERSION, X_TOMBSTONES];
+
+/// The fingerprint version an operation uses when it names none.
+pub const DEFAULT_FINGERPRINT_VERSION: i16 = 1;
+
+/// Whether `key` is one of idemgen's extensions or in its reserved prefix.
+pub fn is_ours(key: &str) -> bool {
+    key == X_IDEMPOTENT || key.starts_with(PREFIX)
+}
+
+/// `x-idempotency-fingerprint-version` as an operation writes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FingerprintVersion<'a> {
+    /// Not written: [`DEFAULT_FINGERPRINT_VERSION`].
+    Absent,
+    /// An integer from 1 to 32767 (the runtime stores it as a PostgreSQL `smallint`).
+    Valid(i16),
+    /// Anything else (a finding of rule `fingerprint-version-invalid`), with its node.
+    Invalid(&'a Node),
+}
+
+impl FingerprintVersion<'_> {
+    /// The version generated code and the lock use: the written one when valid, else the
+    /// default (an invalid one fails `check` before anything is generated).
+    pub fn or_default(self) -> i16 {
+        match self {
+            FingerprintVersion::Valid(v) => v,
+            _ => DEFAULT_FINGERPRINT_VERSION,
+        }
+    }
+}
+
+impl<'a> Operation<'a> {
+    /// The operation's `x-idempotency-fingerprint-version`.
+    pub fn fingerprint_version(&self) -> FingerprintVersion<'a> {
+        match self.node.node.get(X_FINGERPRINT_VERSION) {
+            None => FingerprintVersion::Absent,
+            Some(node) => match node
+                .as_int()
+                .and_then(|v| i16::try_from(v).ok())
+                .filter(|v| *v >= 1)
+            {
+                Some(v) => FingerprintVersion::Valid(v),
+                None => FingerprintVersion::Invalid(node),
+            },
+        }
+    }
+
+    /// The node of `x-idempotency-tombstones`, when written.
+    pub fn tombstones_node(&self) -> Option<&'a Node> {
+        self.node.node.get(X_TOMBSTONES)
+    }
+
+    /// The operationId `x-idempotency-tombstones` names, when it is a string.
+    pub fn tombstones_target(&self) -> Option<&'a str> {
+        self.tombstones_node().and_then(Node::as_str)
+    }
+}
