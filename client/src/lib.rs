@@ -524,5 +524,7 @@ pub struct Failure {
 /// What generated client types call (serde adapters, the `FromStr` error of string enums).
 #[doc(hidden)]
 pub mod codegen {
-    pub use idemgen_protocol::codegen::{UnknownValue, deserialize_some, double_option};
+    pub use idemgen_protocol::codegen::{
+        UnknownValue, deserialize_some, double_option, is_none, nullable, some,
+    };
 }

@@ -124,6 +124,16 @@ impl Config {
             if max == 0 {
                 return Err(invalid("`max-key-length` must be at least 1".into()));
             }
+            // One key-length truth: what check accepts, the generated server, the runtime and the
+            // probe enforce, and the protocol's limit is theirs (protocol.md, "Key syntax").
+            let limit = idemgen_protocol::MAX_KEY_LEN as u64;
+            if max > limit {
+                return Err(invalid(format!(
+                    "`max-key-length` = {max} exceeds the protocol's limit of {limit} characters \
+                     (protocol.md, \"Key syntax\"): the generated server and the runtime refuse \
+                     longer keys, so check may not accept them"
+                )));
+            }
             config.max_key_length = max;
         }
         for (field, statuses) in [
@@ -235,6 +245,10 @@ mod tests {
             ("required-statuses = [99]", "not an HTTP status"),
             ("header = \"bad header\"", "not a valid HTTP header name"),
             ("max-key-length = 0", "at least 1"),
+            (
+                "max-key-length = 256",
+                "exceeds the protocol's limit of 255",
+            ),
             ("header = ", "invalid config"),
         ] {
             let err = parse(text).expect_err(text).to_string();

@@ -76,11 +76,18 @@ pub enum RuleId {
     NoOperations,
     /// A `$ref` does not resolve (nothing at its pointer, a cycle, a remote or unreadable file).
     UnresolvedRef,
+    /// Keys written beside an operation's `$ref`, which OpenAPI readers ignore.
+    RefSiblingsIgnored,
+    /// A request or response media type the generator does not type (forms, multipart, XML,
+    /// event streams) or drops beside another.
+    MediaTypeUntyped,
+    /// An idempotent operation whose only success responses are streams.
+    StreamNotReplayable,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 22] = [
+    pub const ALL: [RuleId; 25] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -103,6 +110,9 @@ impl RuleId {
         RuleId::UnavailableResponseMissing,
         RuleId::NoOperations,
         RuleId::UnresolvedRef,
+        RuleId::RefSiblingsIgnored,
+        RuleId::MediaTypeUntyped,
+        RuleId::StreamNotReplayable,
     ];
 
     /// The stable id.
@@ -130,6 +140,9 @@ impl RuleId {
             RuleId::UnavailableResponseMissing => "unavailable-response-missing",
             RuleId::NoOperations => "no-operations",
             RuleId::UnresolvedRef => "unresolved-ref",
+            RuleId::RefSiblingsIgnored => "ref-siblings-ignored",
+            RuleId::MediaTypeUntyped => "media-type-untyped",
+            RuleId::StreamNotReplayable => "stream-not-replayable",
         }
     }
 
@@ -145,6 +158,7 @@ impl RuleId {
             | RuleId::KeyPattern
             | RuleId::UnavailableResponseMissing
             | RuleId::NoOperations
+            | RuleId::MediaTypeUntyped
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent => Level::Warning,
@@ -211,6 +225,15 @@ impl RuleId {
             RuleId::UnresolvedRef => {
                 "Every `$ref` resolves: a loaded file has something at its pointer, without a cycle (remote references are not fetched)."
             }
+            RuleId::RefSiblingsIgnored => {
+                "An operation written as a `$ref` has nothing beside it but `summary` and `description`: the referenced operation is read, keys beside the `$ref` are not."
+            }
+            RuleId::MediaTypeUntyped => {
+                "Every request and response media type is one the generator types (JSON, `text/*`, raw bytes), and none is dropped beside another."
+            }
+            RuleId::StreamNotReplayable => {
+                "An idempotent operation has a success response that is not a stream: a stream cannot be stored and replayed."
+            }
         }
     }
 
@@ -219,7 +242,7 @@ impl RuleId {
     pub fn help(self, header: &str, max: u64) -> String {
         match self {
             RuleId::KeyMissing => format!(
-                "declare the header in the operation's parameters (inline or as a $ref):\n\nparameters:\n  - name: {header}\n    in: header\n    required: true\n    schema:\n      type: string\n      minLength: 1\n      maxLength: {max}"
+                "declare the header in the operation's parameters (inline or as a $ref):\n\nparameters:\n  - name: {header}\n    in: header\n    required: true\n    schema:\n      type: string\n      minLength: 1\n      maxLength: {max}\n      pattern: '^[!-~]+$'"
             ),
             RuleId::KeyNotRequired => format!(
                 "make the header required:\n\n- name: {header}\n  in: header\n  required: true"
@@ -235,7 +258,7 @@ impl RuleId {
             RuleId::ErrorResponseNotProblemJson => "describe the error body as a problem document (RFC 9457):\n\ncontent:\n  application/problem+json:\n    schema:\n      $ref: \"#/components/schemas/Problem\"".to_string(),
             RuleId::OperationIdMissing => "name the operation:\n\noperationId: createWidget".to_string(),
             RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
-            RuleId::XIdempotentNotBoolean => "use a YAML boolean, not a string or number:\n\nx-idempotent: true".to_string(),
+            RuleId::XIdempotentNotBoolean => "use a boolean, not a string or number:\n\nx-idempotent: true".to_string(),
             RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
             RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
@@ -244,6 +267,9 @@ impl RuleId {
             RuleId::KeyPattern => "accept visible ASCII only, as the server does:\n\nschema:\n  type: string\n  pattern: '^[!-~]+$'".to_string(),
             RuleId::UnavailableResponseMissing => "declare it:\n\nresponses:\n  \"503\":\n    description: Service Unavailable\n    content:\n      application/problem+json: {}".to_string(),
             RuleId::UnresolvedRef => "point the reference at a component that exists, for example:\n\nschema:\n  $ref: \"#/components/schemas/Widget\"".to_string(),
+            RuleId::RefSiblingsIgnored => "move the key into the operation the $ref points at, for example:\n\n# resources/droplets/droplets_create.yml\noperationId: droplets_create\nx-idempotent: true".to_string(),
+            RuleId::MediaTypeUntyped => "serve the body as JSON, or accept that it is handled as raw bytes:\n\ncontent:\n  application/json:\n    schema:\n      $ref: \"#/components/schemas/Widget\"".to_string(),
+            RuleId::StreamNotReplayable => "give the operation a stored success response (JSON), or drop x-idempotent:\n\nresponses:\n  \"200\":\n    content:\n      application/json:\n        schema:\n          $ref: \"#/components/schemas/Completion\"".to_string(),
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),

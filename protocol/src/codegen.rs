@@ -43,6 +43,53 @@ where
     <Option<T> as serde::Deserialize>::deserialize(deserializer).map(Some)
 }
 
+/// `skip_serializing_if` for an optional property: absent is not sent.
+pub fn is_none<T>(value: &Option<T>) -> bool {
+    value.is_none()
+}
+
+/// `with` for an optional property that is not nullable: [`deserialize_some`] to read (an
+/// explicit `null` refused), a present value written as itself.
+pub mod some {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes a present value as itself (absent values are skipped by [`super::is_none`]).
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &Option<T>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(serializer)
+    }
+
+    /// Absent is `None` (with `default`), a value `Some`, `null` refused.
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<T>, D::Error> {
+        super::deserialize_some(deserializer)
+    }
+}
+
+/// `with` for an optional, nullable property (`Option<Option<T>>`): [`double_option`] to read,
+/// `Some(None)` written as `null`.
+pub mod nullable {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Writes `Some(None)` as `null` and `Some(Some(v))` as `v` (absent values are skipped).
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &Option<Option<T>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.serialize(serializer)
+    }
+
+    /// Absent is `None` (with `default`), `null` is `Some(None)`, a value `Some(Some(v))`.
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
+        super::double_option(deserializer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +113,44 @@ mod tests {
             (set.color.as_deref(), set.note),
             (Some("red"), Some(Some("n".into())))
         );
+    }
+
+    #[test]
+    fn the_with_modules_write_what_serde_writes_and_read_like_the_adapters() {
+        #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        struct S {
+            #[serde(default, with = "some", skip_serializing_if = "is_none")]
+            color: Option<String>,
+            #[serde(default, with = "nullable", skip_serializing_if = "is_none")]
+            note: Option<Option<String>>,
+        }
+        for (value, json) in [
+            (
+                S {
+                    color: None,
+                    note: None,
+                },
+                "{}",
+            ),
+            (
+                S {
+                    color: Some("red".into()),
+                    note: Some(None),
+                },
+                r#"{"color":"red","note":null}"#,
+            ),
+            (
+                S {
+                    color: None,
+                    note: Some(Some("n".into())),
+                },
+                r#"{"note":"n"}"#,
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&value).unwrap(), json);
+            assert_eq!(serde_json::from_str::<S>(json).unwrap(), value);
+        }
+        assert!(serde_json::from_str::<S>(r#"{"color":null}"#).is_err());
     }
 
     #[test]

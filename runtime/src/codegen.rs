@@ -19,7 +19,9 @@ pub use crate::serve::{
     PlainEndpoint, TxEndpoint, idempotent, method_not_allowed, not_found, plain, transactional,
 };
 pub use idemgen_protocol::KeyHeader;
-pub use idemgen_protocol::codegen::{UnknownValue, deserialize_some, double_option};
+pub use idemgen_protocol::codegen::{
+    UnknownValue, deserialize_some, double_option, is_none, nullable, some,
+};
 
 /// What a generated `Operation::extract` returns.
 pub type Extracted<T> = Result<T, Problem>;

@@ -32,14 +32,16 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
             serialize: def.usage.deserialize,
             deserialize: def.usage.serialize,
         };
-        types::type_def(&def, Side::Client)
+        types::type_def(&def)
     });
+    let prelude = types::module_prelude(Side::Client);
     items.insert(
         (0, String::new()),
         quote! {
             /// The schemas of the spec: `components/schemas` under their own names, inline
             /// schemas named after where they appear.
             pub mod types {
+                #prelude
                 #(#type_items)*
             }
             #[allow(unused_imports)]

@@ -97,17 +97,20 @@ fn module_items(api: &Api, spec_name: &str) -> (String, Vec<TokenStream>) {
         .types
         .iter()
         .map(|def| {
-            let mut tokens = types::type_def(def, operations::Side::Server);
+            let mut tokens = types::type_def(def);
             tokens.extend(validation.type_impl(def));
             tokens
         })
         .collect();
+    let prelude = types::module_prelude(operations::Side::Server);
+    items.insert((Section::Types, 0, String::new()), prelude.clone());
     items.insert(
         (Section::Types, 0, "types".into()),
         quote! {
             /// The schemas of the spec: `components/schemas` under their own names, inline
             /// schemas named after where they appear.
             pub mod types {
+                #prelude
                 #(#type_items)*
             }
         },

@@ -239,7 +239,7 @@ fn pattern(r: &ResponseIr) -> TokenStream {
 /// `default` variant's status is checked (inside its class, never one the pipeline owns).
 fn encode_arm(r: &ResponseIr, success: bool, idempotent: bool) -> TokenStream {
     let pat = pattern(r);
-    let support = quote!(::idemgen_runtime::codegen);
+    let support = quote!(cg);
     let code = match r.status {
         StatusKey::Code(c) => {
             let c = Literal::u16_unsuffixed(c);
@@ -300,8 +300,8 @@ pub fn success_enum(op: &OperationIr) -> TokenStream {
             #(#variants)*
         }
 
-        impl ::idemgen_runtime::codegen::Encode for #name {
-            fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+        impl cg::Encode for #name {
+            fn encode(self) -> cg::Encoded {
                 match self {
                     #(#arms)*
                 }
@@ -323,7 +323,7 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
         ));
         return quote! {
             #doc
-            pub type #name = ::idemgen_runtime::codegen::NoDeclaredError;
+            pub type #name = cg::NoDeclaredError;
         };
     }
     let owned = if op.is_idempotent() {
@@ -346,8 +346,8 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
             #(#variants)*
         }
 
-        impl ::idemgen_runtime::codegen::Encode for #name {
-            fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+        impl cg::Encode for #name {
+            fn encode(self) -> cg::Encoded {
                 match self {
                     #(#arms)*
                 }
@@ -400,18 +400,13 @@ pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStrea
         let skip = quote!(#[serde(skip_serializing_if = "::std::option::Option::is_none")]);
         let (field_ty, init, skip) = match (&body.kind, body.required) {
             (BodyKind::Bytes, true) => (
-                quote!(::idemgen_runtime::codegen::HexBytes<'a>),
-                quote!(::idemgen_runtime::codegen::HexBytes(&request.body)),
+                quote!(cg::HexBytes<'a>),
+                quote!(cg::HexBytes(&request.body)),
                 None,
             ),
             (BodyKind::Bytes, false) => (
-                quote!(::std::option::Option<::idemgen_runtime::codegen::HexBytes<'a>>),
-                quote!(
-                    request
-                        .body
-                        .as_deref()
-                        .map(::idemgen_runtime::codegen::HexBytes)
-                ),
+                quote!(::std::option::Option<cg::HexBytes<'a>>),
+                quote!(request.body.as_deref().map(cg::HexBytes)),
                 Some(skip),
             ),
             (BodyKind::Text, true) => (quote!(&'a str), quote!(&request.body), None),
@@ -486,7 +481,7 @@ fn input_field(p: &ParamIr) -> (TokenStream, TokenStream) {
             (
                 quote! {
                     #doc
-                    #[serde(rename = #wire, skip_serializing_if = "::idemgen_runtime::codegen::is_empty")]
+                    #[serde(rename = #wire, skip_serializing_if = "cg::is_empty")]
                     pub #field: &'a [#item],
                 },
                 quote!(#field: &request.#field),

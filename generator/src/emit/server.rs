@@ -59,7 +59,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
     };
     let handle = if op.in_transaction() {
         quote! {
-            impl<A: #trait_name> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store> for #name {
+            impl<A: #trait_name> cg::TxEndpoint<A, A::Store> for #name {
                 #authorize_fn
 
                 fn handle(api: &A, principal: &::idemgen_runtime::Principal, tx: &mut ::idemgen_runtime::TxHandle<A::Store>, request: #request) -> impl ::std::future::Future<Output = #result> + ::std::marker::Send {
@@ -69,7 +69,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
         }
     } else {
         quote! {
-            impl<A: #trait_name> ::idemgen_runtime::codegen::PlainEndpoint<A> for #name {
+            impl<A: #trait_name> cg::PlainEndpoint<A> for #name {
                 #authorize_fn
 
                 fn handle(api: &A, principal: &::idemgen_runtime::Principal, request: #request) -> impl ::std::future::Future<Output = #result> + ::std::marker::Send {
@@ -83,7 +83,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
         #[derive(Debug)]
         pub struct #name;
 
-        impl ::idemgen_runtime::codegen::Operation for #name {
+        impl cg::Operation for #name {
             const ID: &'static str = #id;
             #has_body
             type Request = #request;
@@ -111,7 +111,7 @@ fn idempotent_impl(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
     let key = (!default_key).then(|| {
         let header = Literal::string(&key.header);
         let max = Literal::usize_unsuffixed(key.max_length as usize);
-        quote!(const KEY: ::idemgen_runtime::codegen::KeyHeader = ::idemgen_runtime::codegen::KeyHeader::new(#header, #max);)
+        quote!(const KEY: cg::KeyHeader = cg::KeyHeader::new(#header, #max);)
     });
     let version = Literal::i16_unsuffixed(idempotency.fingerprint_version);
     let stored = (!idempotency.stored_headers.is_empty()).then(|| {
@@ -129,12 +129,12 @@ fn idempotent_impl(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
         });
         quote! {
             fn resource_scope(request: &#request) -> ::std::string::String {
-                ::idemgen_runtime::codegen::resource_scope(&[#(#values),*])
+                cg::resource_scope(&[#(#values),*])
             }
         }
     });
     quote! {
-        impl ::idemgen_runtime::codegen::Idempotent for #name {
+        impl cg::Idempotent for #name {
             #key
             const FINGERPRINT_VERSION: i16 = #version;
             #stored
@@ -192,7 +192,7 @@ fn extract_method(op: &OperationIr) -> TokenStream {
         quote!(parts)
     };
     quote! {
-        fn extract(#parts: &::idemgen_runtime::codegen::RequestParts) -> ::idemgen_runtime::codegen::Extracted<#request> {
+        fn extract(#parts: &cg::RequestParts) -> cg::Extracted<#request> {
             ::std::result::Result::Ok(#request { #(#fields)* #body })
         }
     }
@@ -294,7 +294,7 @@ pub fn router(api: &Api) -> TokenStream {
         routes
             .entry(&op.path)
             .or_default()
-            .push(quote!(#method(::idemgen_runtime::codegen::#serve::<#name, A, A::Store, Au>)));
+            .push(quote!(#method(cg::#serve::<#name, A, A::Store, Au>)));
     }
     let route_calls = order.iter().map(|path| {
         let mut methods = routes[path].iter();
@@ -314,8 +314,8 @@ pub fn router(api: &Api) -> TokenStream {
         ) -> ::axum::Router {
             ::axum::Router::new()
                 #(#route_calls)*
-                .fallback(::idemgen_runtime::codegen::not_found)
-                .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
+                .fallback(cg::not_found)
+                .method_not_allowed_fallback(cg::method_not_allowed)
                 .with_state(server)
         }
     }

@@ -60,7 +60,7 @@ impl<'a> Validation<'a> {
                     let wire = Literal::string(&f.wire);
                     out.extend(quote! {
                         {
-                            let path = &::idemgen_runtime::codegen::FieldPath::Property(path, #wire);
+                            let path = &cg::FieldPath::Property(path, #wire);
                             let value = &self.#field;
                             #inner
                         }
@@ -71,7 +71,7 @@ impl<'a> Validation<'a> {
                     if !inner.is_empty() {
                         out.extend(quote! {
                             for (key, value) in &self.additional_properties {
-                                let path = &::idemgen_runtime::codegen::FieldPath::Property(path, key);
+                                let path = &cg::FieldPath::Property(path, key);
                                 #inner
                             }
                         });
@@ -99,8 +99,8 @@ impl<'a> Validation<'a> {
         };
         let name = ident(&def.name);
         quote! {
-            impl ::idemgen_runtime::codegen::Validate for #name {
-                fn validate(&self, path: &::idemgen_runtime::codegen::FieldPath<'_>) -> ::idemgen_runtime::codegen::Checked {
+            impl cg::Validate for #name {
+                fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
                     #body
                     ::std::result::Result::Ok(())
                 }
@@ -120,14 +120,14 @@ impl<'a> Validation<'a> {
             let root = Literal::string(&root);
             quote! {
                 {
-                    let path = &::idemgen_runtime::codegen::FieldPath::Root(#root);
+                    let path = &cg::FieldPath::Root(#root);
                     let value = &request.#field;
                     #inner
                 }
             }
         });
         quote! {
-            fn validate(request: &#request) -> ::idemgen_runtime::codegen::Checked {
+            fn validate(request: &#request) -> cg::Checked {
                 #(#checks)*
                 ::std::result::Result::Ok(())
             }
@@ -180,6 +180,46 @@ impl<'a> Validation<'a> {
         params.chain(body)
     }
 
+    /// The target of the alias `name` and the checks it carries, when the alias has something to
+    /// check and `depth` allows expanding it once more.
+    fn alias(&self, name: &str, depth: usize) -> Option<(&'a TypeRef, &'a Checks)> {
+        let def = self.defs.get(name).filter(|d| d.validated)?;
+        match &def.kind {
+            TypeKind::Alias(target) if depth < MAX_ALIAS_DEPTH => Some((target, &def.checks)),
+            _ => None,
+        }
+    }
+
+    /// `ty` without its `Option` layers, looking through aliases (which is what checking the
+    /// alias would do: its target against its own checks): the number of layers, the type and
+    /// checks inside them, and the alias depth reached.
+    fn unwrap<'t>(
+        &'t self,
+        ty: &'t TypeRef,
+        checks: &'t Checks,
+        depth: usize,
+    ) -> (usize, &'t TypeRef, &'t Checks, usize) {
+        let (mut layers, mut ty, mut checks, mut depth) = (0, ty, checks, depth);
+        loop {
+            match ty {
+                TypeRef::Option(inner) => {
+                    layers += 1;
+                    ty = inner;
+                }
+                TypeRef::Named(name) => match self.alias(name, depth) {
+                    Some((target, alias_checks)) => {
+                        ty = target;
+                        checks = alias_checks;
+                        depth += 1;
+                    }
+                    None => break,
+                },
+                _ => break,
+            }
+        }
+        (layers, ty, checks, depth)
+    }
+
     /// Statements checking `value: &ty` at `path` against `checks`; empty when nothing applies.
     fn value(
         &self,
@@ -189,18 +229,21 @@ impl<'a> Validation<'a> {
         depth: usize,
     ) -> TokenStream {
         let own = checks.own.for_type(ty);
-        let support = quote!(::idemgen_runtime::codegen);
+        let support = quote!(cg);
         let mut out = TokenStream::new();
         match ty {
             TypeRef::Option(_) => {
-                // `Option<Option<T>>` (optional and nullable) is one pattern, `Some(Some(value))`.
-                let mut inner_ty = ty;
+                // Every `Option` layer is one pattern, `Some(Some(value))`: `Option<Option<T>>`
+                // (optional and nullable), and layers behind aliases too (`Option<Metadata>`
+                // with `type Metadata = Option<…>`, a `$ref` to a nullable component). Nested
+                // `if let`s would trip clippy's `collapsible_if` and `collapsible_match` in the
+                // user's crate.
+                let (layers, inner_ty, inner_checks, depth) = self.unwrap(ty, checks, depth);
                 let mut pattern = quote!(value);
-                while let TypeRef::Option(inner) = inner_ty {
+                for _ in 0..layers {
                     pattern = quote!(::std::option::Option::Some(#pattern));
-                    inner_ty = inner.as_ref();
                 }
-                let inner = self.value(inner_ty, checks, types, depth);
+                let inner = self.value(inner_ty, inner_checks, types, depth);
                 if !inner.is_empty() {
                     out.extend(quote! {
                         if let #pattern = value {
@@ -298,17 +341,14 @@ impl<'a> Validation<'a> {
                 }
             }
             TypeRef::Named(name) => {
-                let Some(def) = self.defs.get(name.as_str()).filter(|d| d.validated) else {
-                    return out;
+                let implements = |d: &&TypeDef| {
+                    d.validated
+                        && matches!(d.kind, TypeKind::Struct { .. } | TypeKind::Union { .. })
                 };
-                match &def.kind {
-                    TypeKind::Alias(target) if depth < MAX_ALIAS_DEPTH => {
-                        out.extend(self.value(target, &def.checks, types, depth + 1));
-                    }
-                    TypeKind::Struct { .. } | TypeKind::Union { .. } => {
-                        out.extend(quote!(#support::Validate::validate(value, path)?;));
-                    }
-                    _ => {}
+                if let Some((target, alias_checks)) = self.alias(name, depth) {
+                    out.extend(self.value(target, alias_checks, types, depth + 1));
+                } else if self.defs.get(name.as_str()).is_some_and(implements) {
+                    out.extend(quote!(#support::Validate::validate(value, path)?;));
                 }
             }
             TypeRef::Bool | TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date | TypeRef::Json => {}
@@ -321,11 +361,11 @@ fn bound_tokens(bound: Bound) -> TokenStream {
     match bound {
         Bound::Inclusive(n) => {
             let n = float(n);
-            quote!(::idemgen_runtime::codegen::Bound::Inclusive(#n))
+            quote!(cg::Bound::Inclusive(#n))
         }
         Bound::Exclusive(n) => {
             let n = float(n);
-            quote!(::idemgen_runtime::codegen::Bound::Exclusive(#n))
+            quote!(cg::Bound::Exclusive(#n))
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod names;
 pub mod types;
 
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::spec::{self, Operation};
+use crate::spec::{self, Operation, is_json};
 
 use names::{Namespace, snake_name, type_name};
 use types::{Checks, TypeDef, TypeRef, TypeSpace};
@@ -795,17 +795,6 @@ fn body_of<'s>(
         BodyKind::Bytes
     };
     Some((media_type, kind, chosen.1.get("schema")))
-}
-
-/// Whether a media type is JSON (`application/json`, `application/problem+json`, …).
-pub fn is_json(media: &str) -> bool {
-    let essence = media
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json" || essence.ends_with("+json")
 }
 
 /// Parameters and headers are single strings on the wire: keep scalar types (and arrays of them

@@ -62,8 +62,34 @@ pub fn is_keyword(name: &str) -> bool {
     KEYWORDS.contains(&name) && !NOT_RAW.contains(&name)
 }
 
+/// Whether `name` is a plain ASCII identifier (`[A-Za-z_][A-Za-z0-9_]*`, not `_` alone).
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name != "_"
+}
+
 /// The identifier for a name from [`snake_name`] or [`type_name`], raw when it is a keyword.
+///
+/// Total: a name that is not an identifier (a bug upstream, such as a name that is only digits)
+/// becomes one (`2` → `_2`) instead of panicking, so no spec can crash emission.
 pub fn ident(name: &str) -> proc_macro2::Ident {
+    if !is_identifier(name) {
+        let mut fixed: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        if !fixed.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            fixed.insert(0, '_');
+        }
+        if fixed.chars().all(|c| c == '_') {
+            fixed.push('x');
+        }
+        return ident(&fixed);
+    }
     if is_keyword(name) {
         proc_macro2::Ident::new_raw(name, proc_macro2::Span::call_site())
     } else {
@@ -132,6 +158,16 @@ mod tests {
         }
         assert_eq!(ident("type").to_string(), "r#type");
         assert_eq!(ident("name").to_string(), "name");
+        // Never a panic, whatever reaches it.
+        for (odd, fixed) in [
+            ("2", "_2"),
+            ("", "_x"),
+            ("_", "__x"),
+            ("a-b", "a_b"),
+            ("é", "__x"),
+        ] {
+            assert_eq!(ident(odd).to_string(), fixed, "ident({odd:?})");
+        }
     }
 
     #[test]

@@ -786,7 +786,14 @@ impl<'s> TypeSpace<'s> {
             let ty = self.convert(node, &format!("{name}{}", type_name(&label)), depth + 1);
             let variant_name = match (&ty, reference) {
                 (_, Some(_)) => type_name(&label),
-                (TypeRef::Named(n), None) => n.strip_prefix(name).unwrap_or(n).to_string(),
+                // `PetCat` inside `Pet` is the variant `Cat`; a remainder that cannot start a
+                // name (`Pet2`, a titled alternative sharing its union's title) keeps the whole.
+                (TypeRef::Named(n), None) => match n.strip_prefix(name) {
+                    Some(rest) if rest.starts_with(|c: char| c.is_ascii_uppercase()) => {
+                        rest.to_string()
+                    }
+                    _ => n.clone(),
+                },
                 (other, None) => primitive_label(other).unwrap_or(format!("Variant{i}")),
             };
             let variant_name = if variant_name.is_empty() {

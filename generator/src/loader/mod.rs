@@ -10,6 +10,7 @@
 //! References are kept, not inlined: a consumer that needs a schema's name (the code generator)
 //! asks [`LoadedSpec::ref_target`], and recursive schemas stay finite.
 
+pub mod json;
 pub mod node;
 pub mod pointer;
 pub mod source;
@@ -330,7 +331,11 @@ impl Loader<'_> {
 
     fn add_file(&mut self, display: PathBuf, path: PathBuf, text: String) -> FileId {
         let canonical = self.fs.canonical(&path);
-        let parsed = yaml::parse(&text);
+        let (format, parsed) = if is_json(&path) {
+            ("JSON", json::parse(&text))
+        } else {
+            ("YAML", yaml::parse(&text))
+        };
         let id = self.sources.add(SourceFile::new(display, path, text));
         self.by_path.insert(canonical, id);
         match parsed {
@@ -338,7 +343,7 @@ impl Loader<'_> {
             Err(e) => {
                 self.documents.push(None);
                 self.problems.push(Problem {
-                    message: format!("invalid YAML: {}", e.message),
+                    message: format!("invalid {format}: {}", e.message),
                     location: Some((
                         id,
                         Span {
@@ -572,6 +577,13 @@ fn check_version(doc: &Node, root: FileId) -> Result<(OpenApiVersion, String), P
             None,
         ))
     }
+}
+
+/// Whether `path` names a JSON file (`.json`, any case), read with the JSON parser; every other
+/// file is read as YAML.
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
 /// `relative` resolved against the directory of `file`.

@@ -2,32 +2,55 @@
 
 use super::{RuleId, Sink, at};
 use crate::loader::{LoadedSpec, Node, NodeRef, Value};
+use crate::spec::extensions::X_IDEMPOTENT;
 use crate::spec::{Operation, Parameter, SAFE_METHODS};
 
 /// Checks the header of an operation marked `x-idempotent: true`.
 pub(super) fn check_key(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
-    let header = sink.config().header.clone();
+    let configured = sink.config().header.clone();
     let params = op.parameters(spec);
-    let Some(param) = params.iter().find(|p| p.is_header(&header)) else {
+    let Some(param) = params.iter().find(|p| p.is_header(&configured)) else {
         let elsewhere = params
             .iter()
-            .find(|p| p.name.is_some_and(|n| n.eq_ignore_ascii_case(&header)))
+            .find(|p| p.name.is_some_and(|n| n.eq_ignore_ascii_case(&configured)))
             .and_then(|p| p.location)
-            .map(|loc| format!(" (a `{header}` parameter exists, but `in: {loc}`)"))
+            .map(|loc| format!(" (a `{configured}` parameter exists, but `in: {loc}`)"))
             .unwrap_or_default();
-        sink.report(
-            RuleId::KeyMissing,
-            (op.node.file, op.key.span),
-            Some(op),
-            format!(
-                "idempotent operation {} has no `{header}` header parameter{elsewhere}",
-                op.display_name()
-            ),
+        let message = format!(
+            "idempotent operation {} has no `{configured}` header parameter{elsewhere}",
+            op.display_name()
         );
+        let at = (op.node.file, op.key.span);
+        // A team with its own key header first needs to say so in idemgen.toml.
+        match key_like_header(&params) {
+            Some(other) => {
+                let help = format!(
+                    "if `{other}` is this API's idempotency key, name it in idemgen.toml beside the spec:\n\nheader = \"{other}\"\n\nelse {}",
+                    RuleId::KeyMissing.help(&configured, sink.config().max_key_length)
+                );
+                sink.report_with_help(RuleId::KeyMissing, at, Some(op), message, help);
+            }
+            None => sink.report(RuleId::KeyMissing, at, Some(op), message),
+        }
         return;
     };
+    // Messages name the header as the spec spells it (`idempotency-key`), not as configured.
+    let header = param.name.unwrap_or(&configured).to_owned();
     check_required(param, op, &header, sink);
     check_schema(spec, param, op, &header, sink);
+}
+
+/// A header parameter whose name says it could be a key (`*-Id`, `*-Key`, `*-Token`), when the
+/// configured one is missing.
+fn key_like_header<'p>(params: &'p [Parameter<'_>]) -> Option<&'p str> {
+    params
+        .iter()
+        .filter(|p| p.location == Some("header"))
+        .filter_map(|p| p.name)
+        .find(|name| {
+            let lower = name.to_ascii_lowercase();
+            ["-id", "-key", "-token"].iter().any(|s| lower.ends_with(s))
+        })
 }
 
 fn check_required(param: &Parameter<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
@@ -164,12 +187,13 @@ fn check_min_length(schema: NodeRef<'_>, op: &Operation<'_>, header: &str, sink:
 /// explicit `x-idempotent: false` is a deliberate opt-out and is left alone, and so are safe
 /// methods, which the runtime never guards.
 pub(super) fn check_unmarked(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
-    if op.node.node.get("x-idempotent").is_some() || SAFE_METHODS.contains(&op.method) {
+    if op.node.node.get(X_IDEMPOTENT).is_some() || SAFE_METHODS.contains(&op.method) {
         return;
     }
-    let header = sink.config().header.clone();
+    let configured = sink.config().header.clone();
     let params = op.parameters(spec);
-    if params.iter().any(|p| p.is_header(&header)) {
+    if let Some(param) = params.iter().find(|p| p.is_header(&configured)) {
+        let header = param.name.unwrap_or(&configured);
         sink.report(
             RuleId::KeyWithoutXIdempotent,
             (op.node.file, op.key.span),

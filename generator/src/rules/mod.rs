@@ -8,7 +8,9 @@
 
 pub(crate) mod extensions;
 mod header;
+mod media;
 mod operation_id;
+mod refs;
 mod responses;
 pub mod snippet;
 
@@ -131,6 +133,8 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     extensions::check_misplaced(spec, &mut sink);
     operation_id::check_unique(&ops, &mut sink);
     for op in &ops {
+        refs::check_operation(op, &mut sink);
+        media::check_operation(spec, op, &mut sink);
         extensions::check_operation(op, &mut sink);
         extensions::check_tombstones(op, &ops, &mut sink);
         if op.is_idempotent() {
@@ -139,9 +143,10 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
             responses::check(spec, op, &mut sink);
         } else {
             header::check_unmarked(spec, op, &mut sink);
-            responses::check_unavailable(spec, op, &mut sink);
         }
     }
+    let unkeyed: Vec<&Operation<'_>> = ops.iter().filter(|op| !op.is_idempotent()).collect();
+    responses::check_unavailable(spec, &unkeyed, &mut sink);
     if ops.is_empty() {
         let root = spec.root();
         let at = root

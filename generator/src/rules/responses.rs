@@ -62,24 +62,50 @@ pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) 
 /// Warns about an operation without an idempotency key that declares no 503: served by the
 /// runtime on a database, it answers 503 `service_unavailable` when the database is unreachable,
 /// and the spec should say so.
-pub(super) fn check_unavailable(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
-    let responses = op.responses(spec);
-    if responses.iter().any(|r| covers(&r.status.text, 503)) {
+pub(super) fn check_unavailable(spec: &LoadedSpec, ops: &[&Operation<'_>], sink: &mut Sink<'_>) {
+    // `default` answers every status the operation does not list, 503 included.
+    let missing: Vec<&&Operation<'_>> = ops
+        .iter()
+        .filter(|op| {
+            !op.responses(spec)
+                .iter()
+                .any(|r| covers(&r.status.text, 503) || r.status.text == "default")
+        })
+        .collect();
+    let Some(first) = missing.first() else {
         return;
-    }
-    let at = match op.responses_entry() {
-        Some((key, _)) => (op.node.file, key.span),
-        None => (op.node.file, op.key.span),
     };
-    sink.report(
-        RuleId::UnavailableResponseMissing,
-        at,
-        Some(op),
+    // One finding for the spec, at the first operation, listing them all: the same fix applies
+    // to each, and a finding per operation buries every other rule on a large spec.
+    let at = match first.responses_entry() {
+        Some((key, _)) => (first.node.file, key.span),
+        None => (first.node.file, first.key.span),
+    };
+    let shown: Vec<String> = missing.iter().take(3).map(|op| op.display_name()).collect();
+    let more = match missing.len() {
+        n if n > 3 => format!(" and {} more", n - 3),
+        _ => String::new(),
+    };
+    let message = if missing.len() == 1 {
         format!(
-            "{} does not declare 503, which it answers when its database is unreachable",
-            op.display_name()
-        ),
-    );
+            "{} does not declare 503 (or `5XX`, `default`), which it answers when its database is unreachable",
+            shown[0]
+        )
+    } else {
+        format!(
+            "{} operations without an idempotency key do not declare 503 (or `5XX`, `default`), which they answer when their database is unreachable: {}{more}",
+            missing.len(),
+            shown.join(", ")
+        )
+    };
+    for op in &missing {
+        sink.report(
+            RuleId::UnavailableResponseMissing,
+            at,
+            Some(op),
+            message.clone(),
+        );
+    }
 }
 
 /// Whether the response key `status` (`422`, `4XX`) covers the status code `code`.

@@ -24,8 +24,12 @@ pub struct Operation<'a> {
     pub method: &'a str,
     /// The Path Item the operation belongs to, after following its `$ref` if any.
     pub path_item: NodeRef<'a>,
-    /// The Operation Object.
+    /// The Operation Object, after following a `$ref` written in its place (not OpenAPI, but
+    /// published that way: DigitalOcean's spec writes every operation as one).
     pub node: NodeRef<'a>,
+    /// The object as written under the method key: [`Operation::node`] itself, or the Reference
+    /// Object that led to it.
+    pub written: NodeRef<'a>,
     /// The method key (`post:`), in `path_item.file`.
     pub key: &'a Key,
 }
@@ -76,14 +80,20 @@ pub fn operations(spec: &LoadedSpec) -> Vec<Operation<'_>> {
             if !METHODS.contains(&key.text.as_str()) || op.as_map().is_none() {
                 continue;
             }
+            let written = NodeRef {
+                file: path_item.file,
+                node: op,
+            };
+            let node = spec.deref(written);
+            if node.node.as_map().is_none() {
+                continue;
+            }
             out.push(Operation {
                 path: &path_key.text,
                 method: &key.text,
                 path_item,
-                node: NodeRef {
-                    file: path_item.file,
-                    node: op,
-                },
+                node,
+                written,
                 key,
             });
         }
@@ -228,4 +238,15 @@ fn same_parameter(a: &Parameter<'_>, b: &Parameter<'_>) -> bool {
         (Some(x), Some(y)) => x == y,
         _ => false,
     }
+}
+
+/// Whether a media type is JSON (`application/json`, `application/problem+json`, …).
+pub fn is_json(media: &str) -> bool {
+    let essence = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
 }

@@ -254,7 +254,7 @@ fn emitted_input(api: &Api) -> String {
             TypeRef::Named(name) if !seen.contains(name) => {
                 seen.push(name.clone());
                 let def = defs[name.as_str()];
-                tokens.extend(emit::types::type_def(def, emit::operations::Side::Server));
+                tokens.extend(emit::types::type_def(def));
                 match &def.kind {
                     TypeKind::Struct { fields, extra, .. } => {
                         queue.extend(fields.iter().map(|f| &f.ty));

@@ -37,3 +37,8 @@ mod types;
 
 /// What users compile: a client-only crate and a build-script user, from `cargo tree`.
 mod tree;
+
+/// No spec makes build, client or scaffold panic: every fixture, and random specs built to break names.
+mod generate;
+/// `.json` specs through the JSON parser: escapes, positions, strict JSON errors.
+mod json;

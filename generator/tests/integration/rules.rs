@@ -111,6 +111,101 @@ fn each_rule_fixture_reports_exactly_its_rule() {
     case("rules/no-operations.yaml", &["no-operations@4:1"]);
     // The `$ref` inside `example` is data: neither fetched nor reported.
     case("rules/unresolved-ref.yaml", &["unresolved-ref@12:30"]);
+    // `summary` may stand beside a `$ref`; `x-idempotent` is not read there.
+    case(
+        "rules/ref-siblings-ignored.yaml",
+        &["ref-siblings-ignored@8:7"],
+    );
+    // The form body is raw bytes; the event stream beside JSON is dropped.
+    case(
+        "rules/media-type-untyped.yaml",
+        &["media-type-untyped@9:11", "media-type-untyped@16:13"],
+    );
+    case(
+        "rules/stream-not-replayable.yaml",
+        &["stream-not-replayable@10:7", "media-type-untyped@14:13"],
+    );
+}
+
+#[test]
+fn an_operation_written_as_a_ref_is_read_from_its_target() {
+    // DigitalOcean writes every operation as `post: {$ref: file.yml}`: the operation is read
+    // there, with positions in that file.
+    let mut fs = idemgen::loader::MemoryFs::new();
+    fs.insert(
+        "spec.yaml",
+        "openapi: 3.1.0\ninfo: {title: T, version: '1'}\npaths:\n  /droplets:\n    post:\n      $ref: 'resources/droplets_create.yml'\n",
+    );
+    fs.insert(
+        "resources/droplets_create.yml",
+        "operationId: droplets_create\nx-idempotent: true\nresponses:\n  '202': {description: Accepted}\n",
+    );
+    let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+    let report = idemgen::check_loaded(spec, &Config::default());
+    assert_eq!(report.operations, 1);
+    assert_eq!(report.idempotent_operations, 1, "x-idempotent is read");
+    let key_missing = report
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::KeyMissing)
+        .expect("the key header is missing");
+    let at = idemgen::report::locate(&report.spec, key_missing);
+    assert_eq!(at.path, "resources/droplets_create.yml");
+    assert!(
+        !report
+            .findings
+            .iter()
+            .any(|f| f.rule == RuleId::OperationIdMissing),
+        "the operationId of the referenced file is found"
+    );
+    // And the generator sees the same operation.
+    let mut fs = idemgen::loader::MemoryFs::new();
+    fs.insert(
+        "spec.yaml",
+        "openapi: 3.1.0\ninfo: {title: T, version: '1'}\npaths:\n  /droplets:\n    get:\n      $ref: 'ops.yml#/list'\n",
+    );
+    fs.insert(
+        "ops.yml",
+        "list:\n  operationId: listDroplets\n  responses:\n    '200': {description: OK, content: {application/json: {schema: {type: array, items: {type: string}}}}}\n    '503': {description: Down}\n",
+    );
+    let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+    let api = idemgen::ir::Api::from_spec(&spec, "Idempotency-Key");
+    assert_eq!(api.operations[0].id, "listDroplets");
+    assert_eq!(api.operations[0].responses.len(), 2);
+}
+
+#[test]
+fn unavailable_responses_are_one_finding_and_default_covers_them() {
+    let mut fs = idemgen::loader::MemoryFs::new();
+    let mut paths = String::new();
+    for i in 0..5 {
+        paths.push_str(&format!(
+            "  /r{i}:\n    get:\n      operationId: get{i}\n      responses:\n        '200': {{description: OK}}\n"
+        ));
+    }
+    paths.push_str("  /d:\n    get:\n      operationId: withDefault\n      responses:\n        '200': {description: OK}\n        default: {description: Error}\n");
+    fs.insert(
+        "spec.yaml",
+        format!("openapi: 3.1.0\ninfo: {{title: T, version: '1'}}\npaths:\n{paths}"),
+    );
+    let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+    let report = idemgen::check_loaded(spec, &Config::default());
+    let found: Vec<_> = report
+        .findings
+        .iter()
+        .filter(|f| f.rule == RuleId::UnavailableResponseMissing)
+        .collect();
+    assert_eq!(found.len(), 1, "one finding for the spec");
+    assert_eq!(found[0].operations.len(), 5, "{:?}", found[0].operations);
+    assert!(!found[0].operations.contains(&"GET /d".to_string()));
+    assert!(
+        found[0]
+            .message
+            .starts_with("5 operations without an idempotency key")
+            && found[0].message.ends_with("and 2 more"),
+        "{}",
+        found[0].message
+    );
 }
 
 #[test]
@@ -223,4 +318,66 @@ fn fix_up_snippets_match_the_spec_format() {
     let yaml = check_fixture(&rule_fixture(RuleId::KeyMissing), &Config::default());
     let help = &yaml.findings[0].help;
     assert!(help.contains("- name: Idempotency-Key"), "{help}");
+}
+
+/// The findings of the idempotency-key rule family.
+fn key_findings(report: &idemgen::CheckReport) -> Vec<String> {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.rule.as_str().starts_with("idempotency-key-"))
+        .map(|f| f.rule.to_string())
+        .collect()
+}
+
+#[test]
+fn the_key_missing_snippet_followed_literally_leaves_no_key_finding() {
+    let report = check_fixture("key-missing.json", &Config::default());
+    let finding = report
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::KeyMissing)
+        .expect("the key is missing");
+    let snippet: serde_json::Value =
+        serde_json::from_str(finding.help.split("\n\n").nth(1).expect("a snippet")).unwrap();
+    let mut spec: serde_json::Value =
+        serde_json::from_str(include_str!("../fixtures/key-missing.json")).unwrap();
+    spec["paths"]["/w"]["post"]["parameters"] = snippet["parameters"].clone();
+    let mut fs = idemgen::loader::MemoryFs::new();
+    fs.insert("spec.json", spec.to_string());
+    let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.json")).unwrap();
+    let fixed = idemgen::check_loaded(spec, &Config::default());
+    assert_eq!(key_findings(&fixed), Vec::<String>::new());
+}
+
+#[test]
+fn messages_name_the_header_as_the_spec_spells_it_and_a_custom_header_is_suggested() {
+    let mut fs = idemgen::loader::MemoryFs::new();
+    fs.insert(
+        "spec.yaml",
+        "openapi: 3.1.0\ninfo: {title: T, version: '1'}\npaths:\n  /a:\n    post:\n      operationId: a\n      x-idempotent: true\n      parameters:\n        - {name: idempotency-key, in: header, schema: {type: string}}\n      responses:\n        '201': {description: ok}\n  /b:\n    post:\n      operationId: b\n      x-idempotent: true\n      parameters:\n        - {name: PayPal-Request-Id, in: header, required: true, schema: {type: string}}\n      responses:\n        '201': {description: ok}\n",
+    );
+    let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+    let report = idemgen::check_loaded(spec, &Config::default());
+    let not_required = report
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::KeyNotRequired)
+        .expect("a is optional");
+    assert!(
+        not_required.message.contains("`idempotency-key`"),
+        "{}",
+        not_required.message
+    );
+    let missing = report
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::KeyMissing)
+        .expect("b has no Idempotency-Key");
+    assert!(
+        missing.help.contains("header = \"PayPal-Request-Id\""),
+        "{}",
+        missing.help
+    );
+    assert!(missing.help.contains("idemgen.toml"), "{}", missing.help);
 }

@@ -3,9 +3,13 @@
 //!
 //! Implement [`WidgetsApi`] and serve it with [`router`]. Each operation is described by a unit struct of its name; the request pipeline that serves them is idemgen-runtime's, once. Operations marked `x-idempotent: true` run through its executor: their handlers receive only a transaction-bound handle, and their successes are stored with the key and replayed to retries.
 #![allow(dead_code, clippy::doc_lazy_continuation, clippy::doc_overindented_list_items)]
+#[allow(unused_imports)]
+use ::idemgen_runtime::codegen as cg;
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_runtime::codegen as cg;
     /// The `NewWidget` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -13,26 +17,16 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<NewWidgetColor>,
     }
-    impl ::idemgen_runtime::codegen::Validate for NewWidget {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for NewWidget {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "name",
-                );
+                let path = &cg::FieldPath::Property(path, "name");
                 let value = &self.name;
-                ::idemgen_runtime::codegen::check_min_length(path, value, 1)?;
-                ::idemgen_runtime::codegen::check_max_length(path, value, 100)?;
+                cg::check_min_length(path, value, 1)?;
+                cg::check_max_length(path, value, 100)?;
             }
             ::std::result::Result::Ok(())
         }
@@ -78,7 +72,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for NewWidgetColor {
-        type Err = ::idemgen_runtime::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "red" => ::std::result::Result::Ok(Self::Red),
@@ -86,10 +80,7 @@ pub mod types {
                 "blue" => ::std::result::Result::Ok(Self::Blue),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::codegen::UnknownValue::new(
-                            "NewWidgetColor",
-                            value,
-                        ),
+                        cg::UnknownValue::new("NewWidgetColor", value),
                     )
                 }
             }
@@ -105,10 +96,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishRequest` schema.
@@ -118,19 +109,13 @@ pub mod types {
         /// The `channel` property.
         pub channel: ::std::string::String,
     }
-    impl ::idemgen_runtime::codegen::Validate for PublishRequest {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for PublishRequest {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "channel",
-                );
+                let path = &cg::FieldPath::Property(path, "channel");
                 let value = &self.channel;
-                ::idemgen_runtime::codegen::check_min_length(path, value, 1)?;
-                ::idemgen_runtime::codegen::check_max_length(path, value, 50)?;
+                cg::check_min_length(path, value, 1)?;
+                cg::check_max_length(path, value, 50)?;
             }
             ::std::result::Result::Ok(())
         }
@@ -143,7 +128,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<NewWidgetColor>,
         /// The `published` property.
         pub published: bool,
@@ -177,12 +162,11 @@ pub enum CreateWidgetResponse {
         location: ::std::string::String,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for CreateWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreateWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Status201 { body, location } => {
-                ::idemgen_runtime::codegen::json(201, "application/json", &body)?
-                    .header("location", &location)
+                cg::json(201, "application/json", &body)?.header("location", &location)
             }
         }
     }
@@ -196,15 +180,11 @@ pub enum CreateWidgetError {
     /// 403: An RFC 9457 problem.
     Status403(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for CreateWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreateWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
         }
     }
 }
@@ -229,29 +209,27 @@ impl<'a> CreateWidgetSemanticInput<'a> {
 /// `createWidget` (`POST /widgets`): Create a widget. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct CreateWidget;
-impl ::idemgen_runtime::codegen::Operation for CreateWidget {
+impl cg::Operation for CreateWidget {
     const ID: &'static str = "createWidget";
     const HAS_BODY: bool = true;
     type Request = CreateWidgetRequest;
     type Response = CreateWidgetResponse;
     type Error = CreateWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<CreateWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<CreateWidgetRequest> {
         ::std::result::Result::Ok(CreateWidgetRequest {
             body: parts.json_body()?,
         })
     }
-    fn validate(request: &CreateWidgetRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &CreateWidgetRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("body");
+            let path = &cg::FieldPath::Root("body");
             let value = &request.body;
-            ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+            cg::Validate::validate(value, path)?;
         }
         ::std::result::Result::Ok(())
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for CreateWidget {
+impl cg::Idempotent for CreateWidget {
     const FINGERPRINT_VERSION: i16 = 1;
     const STORED_HEADERS: &'static [&'static str] = &["location"];
     type SemanticInput<'a> = CreateWidgetSemanticInput<'a>;
@@ -259,8 +237,7 @@ impl ::idemgen_runtime::codegen::Idempotent for CreateWidget {
         CreateWidgetSemanticInput::new(request)
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for CreateWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for CreateWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -294,12 +271,10 @@ pub enum ListWidgetsResponse {
     /// 200: The widgets.
     Status200(types::WidgetList),
 }
-impl ::idemgen_runtime::codegen::Encode for ListWidgetsResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for ListWidgetsResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
@@ -314,18 +289,12 @@ pub enum ListWidgetsError {
     /// 503: An RFC 9457 problem.
     Status503(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for ListWidgetsError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for ListWidgetsError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
-            Self::Status503(body) => {
-                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status503(body) => cg::json(503, "application/problem+json", &body),
         }
     }
 }
@@ -338,39 +307,29 @@ for ::idemgen_runtime::HandlerError<ListWidgetsError> {
 /// `listWidgets` (`GET /widgets`): List the caller's widgets, newest first. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct ListWidgets;
-impl ::idemgen_runtime::codegen::Operation for ListWidgets {
+impl cg::Operation for ListWidgets {
     const ID: &'static str = "listWidgets";
     type Request = ListWidgetsRequest;
     type Response = ListWidgetsResponse;
     type Error = ListWidgetsError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<ListWidgetsRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<ListWidgetsRequest> {
         ::std::result::Result::Ok(ListWidgetsRequest {
             limit: parts.query("limit")?,
         })
     }
-    fn validate(request: &ListWidgetsRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &ListWidgetsRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("query.limit");
+            let path = &cg::FieldPath::Root("query.limit");
             let value = &request.limit;
             if let ::std::option::Option::Some(value) = value {
-                ::idemgen_runtime::codegen::check_minimum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(1.0),
-                )?;
-                ::idemgen_runtime::codegen::check_maximum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(100.0),
-                )?;
+                cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(1.0))?;
+                cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(100.0))?;
             }
         }
         ::std::result::Result::Ok(())
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for ListWidgets {
+impl<A: WidgetsApi> cg::PlainEndpoint<A> for ListWidgets {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -403,12 +362,10 @@ pub enum GetWidgetResponse {
     /// 200: The widget.
     Status200(types::Widget),
 }
-impl ::idemgen_runtime::codegen::Encode for GetWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for GetWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
@@ -425,21 +382,13 @@ pub enum GetWidgetError {
     /// 503: An RFC 9457 problem.
     Status503(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for GetWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for GetWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
-            Self::Status503(body) => {
-                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
+            Self::Status503(body) => cg::json(503, "application/problem+json", &body),
         }
     }
 }
@@ -452,20 +401,18 @@ for ::idemgen_runtime::HandlerError<GetWidgetError> {
 /// `getWidget` (`GET /widgets/{id}`): Read a widget. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct GetWidget;
-impl ::idemgen_runtime::codegen::Operation for GetWidget {
+impl cg::Operation for GetWidget {
     const ID: &'static str = "getWidget";
     type Request = GetWidgetRequest;
     type Response = GetWidgetResponse;
     type Error = GetWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<GetWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<GetWidgetRequest> {
         ::std::result::Result::Ok(GetWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for GetWidget {
+impl<A: WidgetsApi> cg::PlainEndpoint<A> for GetWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -498,10 +445,10 @@ pub enum DeleteWidgetResponse {
     /// 204: The widget was deleted.
     Status204,
 }
-impl ::idemgen_runtime::codegen::Encode for DeleteWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for DeleteWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status204 => ::idemgen_runtime::codegen::empty(204),
+            Self::Status204 => cg::empty(204),
         }
     }
 }
@@ -518,21 +465,13 @@ pub enum DeleteWidgetError {
     /// 503: An RFC 9457 problem.
     Status503(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for DeleteWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for DeleteWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
-            Self::Status503(body) => {
-                ::idemgen_runtime::codegen::json(503, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
+            Self::Status503(body) => cg::json(503, "application/problem+json", &body),
         }
     }
 }
@@ -545,21 +484,18 @@ for ::idemgen_runtime::HandlerError<DeleteWidgetError> {
 /// `deleteWidget` (`DELETE /widgets/{id}`): Delete a widget; a late retry of the create that made it gets 410. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct DeleteWidget;
-impl ::idemgen_runtime::codegen::Operation for DeleteWidget {
+impl cg::Operation for DeleteWidget {
     const ID: &'static str = "deleteWidget";
     type Request = DeleteWidgetRequest;
     type Response = DeleteWidgetResponse;
     type Error = DeleteWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<DeleteWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<DeleteWidgetRequest> {
         ::std::result::Result::Ok(DeleteWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for DeleteWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for DeleteWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -595,12 +531,10 @@ pub enum PublishWidgetResponse {
     /// 200: The widget is published.
     Status200(types::Widget),
 }
-impl ::idemgen_runtime::codegen::Encode for PublishWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for PublishWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
@@ -615,18 +549,12 @@ pub enum PublishWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for PublishWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for PublishWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
         }
     }
 }
@@ -665,41 +593,38 @@ impl<'a> PublishWidgetSemanticInput<'a> {
 /// `publishWidget` (`POST /widgets/{id}/publish`): Publish a widget (appends one outbox event). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct PublishWidget;
-impl ::idemgen_runtime::codegen::Operation for PublishWidget {
+impl cg::Operation for PublishWidget {
     const ID: &'static str = "publishWidget";
     const HAS_BODY: bool = true;
     type Request = PublishWidgetRequest;
     type Response = PublishWidgetResponse;
     type Error = PublishWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<PublishWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<PublishWidgetRequest> {
         ::std::result::Result::Ok(PublishWidgetRequest {
             id: parts.path("id")?,
             body: parts.json_body()?,
         })
     }
-    fn validate(request: &PublishWidgetRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &PublishWidgetRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("body");
+            let path = &cg::FieldPath::Root("body");
             let value = &request.body;
-            ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+            cg::Validate::validate(value, path)?;
         }
         ::std::result::Result::Ok(())
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for PublishWidget {
+impl cg::Idempotent for PublishWidget {
     const FINGERPRINT_VERSION: i16 = 1;
     type SemanticInput<'a> = PublishWidgetSemanticInput<'a>;
     fn semantic_input(request: &PublishWidgetRequest) -> PublishWidgetSemanticInput<'_> {
         PublishWidgetSemanticInput::new(request)
     }
     fn resource_scope(request: &PublishWidgetRequest) -> ::std::string::String {
-        ::idemgen_runtime::codegen::resource_scope(&[&request.id])
+        cg::resource_scope(&[&request.id])
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for PublishWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for PublishWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -835,37 +760,19 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
     ::axum::Router::new()
         .route(
             "/widgets",
-            ::axum::routing::post(
-                    ::idemgen_runtime::codegen::idempotent::<
-                        CreateWidget,
-                        A,
-                        A::Store,
-                        Au,
-                    >,
-                )
-                .get(::idemgen_runtime::codegen::plain::<ListWidgets, A, A::Store, Au>),
+            ::axum::routing::post(cg::idempotent::<CreateWidget, A, A::Store, Au>)
+                .get(cg::plain::<ListWidgets, A, A::Store, Au>),
         )
         .route(
             "/widgets/{id}",
-            ::axum::routing::get(
-                    ::idemgen_runtime::codegen::plain::<GetWidget, A, A::Store, Au>,
-                )
-                .delete(
-                    ::idemgen_runtime::codegen::transactional::<
-                        DeleteWidget,
-                        A,
-                        A::Store,
-                        Au,
-                    >,
-                ),
+            ::axum::routing::get(cg::plain::<GetWidget, A, A::Store, Au>)
+                .delete(cg::transactional::<DeleteWidget, A, A::Store, Au>),
         )
         .route(
             "/widgets/{id}/publish",
-            ::axum::routing::post(
-                ::idemgen_runtime::codegen::idempotent::<PublishWidget, A, A::Store, Au>,
-            ),
+            ::axum::routing::post(cg::idempotent::<PublishWidget, A, A::Store, Au>),
         )
-        .fallback(::idemgen_runtime::codegen::not_found)
-        .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
+        .fallback(cg::not_found)
+        .method_not_allowed_fallback(cg::method_not_allowed)
         .with_state(server)
 }

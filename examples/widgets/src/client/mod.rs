@@ -6,6 +6,8 @@
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_client::codegen as cg;
     /// The `NewWidget` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -13,11 +15,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<NewWidgetColor>,
     }
     /// The `NewWidgetColor` schema.
@@ -61,7 +59,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for NewWidgetColor {
-        type Err = ::idemgen_client::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "red" => ::std::result::Result::Ok(Self::Red),
@@ -69,10 +67,7 @@ pub mod types {
                 "blue" => ::std::result::Result::Ok(Self::Blue),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_client::codegen::UnknownValue::new(
-                            "NewWidgetColor",
-                            value,
-                        ),
+                        cg::UnknownValue::new("NewWidgetColor", value),
                     )
                 }
             }
@@ -88,16 +83,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishRequest` schema.
@@ -115,10 +104,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub color: ::std::option::Option<NewWidgetColor>,
         /// The `published` property.
         pub published: bool,

@@ -1,6 +1,7 @@
 //! The generated `Validate` impls of the shapes fixture: every enforced keyword, through nested
-//! objects, arrays, maps, `$ref`'d components, aliases and a recursive type. One case per line:
-//! a request body, and the detail of the 400 it earns (`None`: valid).
+//! objects, arrays, maps, `$ref`'d components, aliases, a recursive type, optional nullable
+//! values (`Option<Option<T>>`, also behind an alias of an `Option`) and unions. One case per
+//! line: a request body, and the detail of the 400 it earns (`None`: valid).
 
 use idemgen_compile_tests::shapes::types::RecordReadingsRequestBody;
 use idemgen_runtime::codegen::{FieldPath, Validate};
@@ -61,5 +62,153 @@ fn bodies_are_checked_recursively() {
     check(
         json!({ "readings": [reading(1.0)], "tree": tree }),
         Some("body.tree.children[0].parent.value: must be at least 0"),
+    );
+}
+
+/// The minimal valid body with `property` set to `value` (`None`: left out).
+fn with(property: &str, value: Option<serde_json::Value>) -> serde_json::Value {
+    let mut body = json!({ "readings": [{ "at": "2024-01-01T00:00:00Z", "value": 1.0 }] });
+    if let Some(value) = value {
+        body[property] = value;
+    }
+    body
+}
+
+/// Checks of an optional nullable property (`Option<Option<T>>`): absent and `null` pass, a
+/// value is checked.
+fn nullable(property: &str, cases: &[(serde_json::Value, Option<&str>)]) {
+    check(with(property, None), None);
+    check(with(property, Some(json!(null))), None);
+    for (value, expected) in cases {
+        check(with(property, Some(value.clone())), *expected);
+    }
+}
+
+#[test]
+fn optional_nullable_values_are_checked_when_present() {
+    // A map: `minProperties`, `maxProperties`.
+    nullable(
+        "meta",
+        &[
+            (json!({ "a": "x" }), None),
+            (json!({ "a": "x", "b": "y" }), None),
+            (json!({}), Some("body.meta: must have at least 1 property")),
+            (
+                json!({ "a": "x", "b": "y", "c": "z" }),
+                Some("body.meta: must have at most 2 properties"),
+            ),
+        ],
+    );
+    // An integer: `minimum`, `maximum`.
+    nullable(
+        "retries",
+        &[
+            (json!(0), None),
+            (json!(5), None),
+            (json!(-1), Some("body.retries: must be at least 0")),
+            (json!(6), Some("body.retries: must be at most 5")),
+        ],
+    );
+    // A string: `maxLength`.
+    nullable(
+        "comment",
+        &[
+            (json!("ten chars!"), None),
+            (
+                json!("eleven chars"),
+                Some("body.comment: must have at most 10 characters"),
+            ),
+        ],
+    );
+    // An array: `maxItems`, and its items' bounds.
+    nullable(
+        "window",
+        &[
+            (json!([]), None),
+            (json!([1, 10]), None),
+            (
+                json!([1, 2, 3]),
+                Some("body.window: must have at most 2 items"),
+            ),
+            (json!([1, 0]), Some("body.window[1]: must be at least 1")),
+            (json!([11]), Some("body.window[0]: must be at most 10")),
+        ],
+    );
+    // A `$ref` to a nullable component (`type Metadata = Option<BTreeMap<…>>`, OpenAI's
+    // `metadata`): its property count and its values' length.
+    nullable(
+        "metadata",
+        &[
+            (json!({ "k": "five!" }), None),
+            (json!({ "a": "", "b": "", "c": "" }), None),
+            (
+                json!({ "a": "", "b": "", "c": "", "d": "" }),
+                Some("body.metadata: must have at most 3 properties"),
+            ),
+            (
+                json!({ "k": "sixsix" }),
+                Some("body.metadata.k: must have at most 5 characters"),
+            ),
+        ],
+    );
+    // Nested: an optional nullable object holding an optional nullable number.
+    nullable(
+        "calibration",
+        &[
+            (json!({}), None),
+            (json!({ "offset": null }), None),
+            (json!({ "offset": -1 }), None),
+            (
+                json!({ "offset": 1.5 }),
+                Some("body.calibration.offset: must be at most 1"),
+            ),
+            (
+                json!({ "offset": -1.5 }),
+                Some("body.calibration.offset: must be at least -1"),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn nullable_items_are_checked_when_present() {
+    check(with("aliases", Some(json!([]))), None);
+    check(with("aliases", Some(json!(["abc", null, "a"]))), None);
+    check(
+        with("aliases", Some(json!([null, "abcd"]))),
+        Some("body.aliases[1]: must have at most 3 characters"),
+    );
+}
+
+#[test]
+fn nullable_values_inside_union_alternatives_are_checked() {
+    let limit = |value: serde_json::Value| with("limit", Some(value));
+    check(with("limit", None), None);
+    // An object alternative: a required nullable integer, an optional nullable string.
+    check(limit(json!({ "count": 9, "unit": "kg" })), None);
+    check(limit(json!({ "count": null, "unit": null })), None);
+    check(
+        limit(json!({ "count": 10 })),
+        Some("body.limit.count: must be at most 9"),
+    );
+    check(
+        limit(json!({ "count": 0 })),
+        Some("body.limit.count: must be at least 1"),
+    );
+    check(
+        limit(json!({ "count": 1, "unit": "gram" })),
+        Some("body.limit.unit: must have at most 3 characters"),
+    );
+    // A `$ref` to a nullable integer component (`type Level = Option<i64>`): null is one of its
+    // values.
+    check(limit(json!(null)), None);
+    check(limit(json!(3)), None);
+    check(limit(json!(4)), Some("body.limit: must be at most 3"));
+    check(limit(json!(-1)), Some("body.limit: must be at least 0"));
+    // An inline string alternative.
+    check(limit(json!("four")), None);
+    check(
+        limit(json!("fives")),
+        Some("body.limit: must have at most 4 characters"),
     );
 }

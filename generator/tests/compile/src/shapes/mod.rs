@@ -3,9 +3,13 @@
 //!
 //! Implement [`ShapesApi`] and serve it with [`router`]. Each operation is described by a unit struct of its name; the request pipeline that serves them is idemgen-runtime's, once. Operations marked `x-idempotent: true` run through its executor: their handlers receive only a transaction-bound handle, and their successes are stored with the key and replayed to retries.
 #![allow(dead_code, clippy::doc_lazy_continuation, clippy::doc_overindented_list_items)]
+#[allow(unused_imports)]
+use ::idemgen_runtime::codegen as cg;
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_runtime::codegen as cg;
     /// The `Animal` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Animal {
@@ -14,11 +18,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
     }
     /// The `Cat` schema.
@@ -29,36 +29,21 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `lives` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub lives: ::std::option::Option<i32>,
         /// The `self` property.
         #[serde(rename = "self")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub self_: ::std::option::Option<bool>,
     }
     /// Contact card
     #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
     pub struct ContactCard {
         /// The `email` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub email: ::std::option::Option<::std::string::String>,
     }
     /// The `Dog` schema.
@@ -69,66 +54,34 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `good` property.
         pub good: bool,
         /// The `owner_id` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::nullable", skip_serializing_if = "cg::is_none")]
         pub owner_id: ::std::option::Option<::std::option::Option<::uuid::Uuid>>,
         /// The `toy` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub toy: ::std::option::Option<DogToy>,
         /// The `weight` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub weight: ::std::option::Option<f64>,
         /// The `tags` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub tags: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `meta` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub meta: ::std::option::Option<::serde_json::Value>,
         /// The `seen-at` property.
         #[serde(rename = "seen-at")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub seen_at: ::std::option::Option<::chrono::DateTime<::chrono::Utc>>,
         /// The `seenAt` property.
         #[serde(rename = "seenAt")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub seen_at2: ::std::option::Option<::std::string::String>,
     }
     /// The `DogToy` schema.
@@ -141,15 +94,17 @@ pub mod types {
         /// The `I64` alternative.
         I64(i64),
     }
+    /// The `Level` schema.
+    pub type Level = ::std::option::Option<i64>;
+    /// The `Metadata` schema.
+    pub type Metadata = ::std::option::Option<
+        ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
+    >;
     /// The `Mutual` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Mutual {
         /// The `other` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub other: ::std::option::Option<::std::boxed::Box<Other>>,
     }
     /// The `Node` schema.
@@ -158,68 +113,37 @@ pub mod types {
         /// The `value` property.
         pub value: i64,
         /// The `parent` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub parent: ::std::option::Option<::std::boxed::Box<Node>>,
         /// The `children` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub children: ::std::option::Option<::std::vec::Vec<Node>>,
         /// The `mode` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::nullable", skip_serializing_if = "cg::is_none")]
         pub mode: ::std::option::Option<::std::option::Option<NodeModeValue>>,
     }
-    impl ::idemgen_runtime::codegen::Validate for Node {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for Node {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "value",
-                );
+                let path = &cg::FieldPath::Property(path, "value");
                 let value = &self.value;
-                ::idemgen_runtime::codegen::check_minimum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(0.0),
-                )?;
+                cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(0.0))?;
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "parent",
-                );
+                let path = &cg::FieldPath::Property(path, "parent");
                 let value = &self.parent;
                 if let ::std::option::Option::Some(value) = value {
                     let value: &Node = value;
-                    ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+                    cg::Validate::validate(value, path)?;
                 }
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "children",
-                );
+                let path = &cg::FieldPath::Property(path, "children");
                 let value = &self.children;
                 if let ::std::option::Option::Some(value) = value {
                     for (i, value) in value.iter().enumerate() {
-                        let path = &::idemgen_runtime::codegen::FieldPath::Index(
-                            path,
-                            i,
-                        );
-                        ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+                        let path = &cg::FieldPath::Index(path, i);
+                        cg::Validate::validate(value, path)?;
                     }
                 }
             }
@@ -263,17 +187,14 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for NodeModeValue {
-        type Err = ::idemgen_runtime::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "fast" => ::std::result::Result::Ok(Self::Fast),
                 "slow" => ::std::result::Result::Ok(Self::Slow),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::codegen::UnknownValue::new(
-                            "NodeModeValue",
-                            value,
-                        ),
+                        cg::UnknownValue::new("NodeModeValue", value),
                     )
                 }
             }
@@ -291,22 +212,13 @@ pub mod types {
         /// Where the shelter is.
         pub address: OpenShelterRequestBodyAddress,
         /// Where its letters go (the same shape).
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub mailing: ::std::option::Option<OpenShelterRequestBodyAddress>,
         /// Contact card
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub contact: ::std::option::Option<ContactCard>,
         /// The `problem` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub problem: ::std::option::Option<Problem>,
     }
     /// Where the shelter is.
@@ -315,11 +227,7 @@ pub mod types {
         /// The `street` property.
         pub street: ::std::string::String,
         /// The `zip` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub zip: ::std::option::Option<::std::string::String>,
     }
     /// The same schema as [`OpenShelterRequestBodyAddress`].
@@ -332,11 +240,7 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Other {
         /// The `back` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub back: ::std::option::Option<::std::boxed::Box<Mutual>>,
     }
     /// The `Percent` schema.
@@ -393,25 +297,13 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Problem {
         /// The `type` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub r#type: ::std::option::Option<::std::string::String>,
         /// The `title` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub title: ::std::option::Option<::std::string::String>,
         /// The `status` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub status: ::std::option::Option<i64>,
     }
     /// The `Reading` schema.
@@ -422,42 +314,22 @@ pub mod types {
         /// The `value` property.
         pub value: Percent,
         /// The `note` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub note: ::std::option::Option<::std::string::String>,
     }
-    impl ::idemgen_runtime::codegen::Validate for Reading {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for Reading {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "value",
-                );
+                let path = &cg::FieldPath::Property(path, "value");
                 let value = &self.value;
-                ::idemgen_runtime::codegen::check_minimum(
-                    path,
-                    *value,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(-100.0),
-                )?;
-                ::idemgen_runtime::codegen::check_maximum(
-                    path,
-                    *value,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(100.0),
-                )?;
+                cg::check_minimum(path, *value, cg::Bound::Inclusive(-100.0))?;
+                cg::check_maximum(path, *value, cg::Bound::Inclusive(100.0))?;
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "note",
-                );
+                let path = &cg::FieldPath::Property(path, "note");
                 let value = &self.note;
                 if let ::std::option::Option::Some(value) = value {
-                    ::idemgen_runtime::codegen::check_min_length(path, value, 1)?;
+                    cg::check_min_length(path, value, 1)?;
                 }
             }
             ::std::result::Result::Ok(())
@@ -469,85 +341,256 @@ pub mod types {
         /// The `readings` property.
         pub readings: ::std::vec::Vec<Reading>,
         /// The `labels` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub labels: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `scale` property.
-        #[serde(default, deserialize_with = "::idemgen_runtime::codegen::double_option")]
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub scale: ::std::option::Option<::std::option::Option<f64>>,
         /// The `tree` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub tree: ::std::option::Option<Node>,
+        /// The `meta` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub meta: ::std::option::Option<
+            ::std::option::Option<
+                ::std::collections::BTreeMap<
+                    ::std::string::String,
+                    ::std::string::String,
+                >,
+            >,
+        >,
+        /// The `retries` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub retries: ::std::option::Option<::std::option::Option<i64>>,
+        /// The `comment` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub comment: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `window` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub window: ::std::option::Option<::std::option::Option<::std::vec::Vec<i64>>>,
+        /// The `aliases` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub aliases: ::std::option::Option<
+            ::std::vec::Vec<::std::option::Option<::std::string::String>>,
+        >,
+        /// The `metadata` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub metadata: ::std::option::Option<Metadata>,
+        /// The `limit` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub limit: ::std::option::Option<RecordReadingsRequestBodyLimit>,
+        /// The `calibration` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub calibration: ::std::option::Option<
+            ::std::option::Option<RecordReadingsRequestBodyCalibration>,
+        >,
     }
-    impl ::idemgen_runtime::codegen::Validate for RecordReadingsRequestBody {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for RecordReadingsRequestBody {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "readings",
-                );
+                let path = &cg::FieldPath::Property(path, "readings");
                 let value = &self.readings;
-                ::idemgen_runtime::codegen::check_min_items(path, value.len(), 1)?;
-                ::idemgen_runtime::codegen::check_unique_items(path, value)?;
+                cg::check_min_items(path, value.len(), 1)?;
+                cg::check_unique_items(path, value)?;
                 for (i, value) in value.iter().enumerate() {
-                    let path = &::idemgen_runtime::codegen::FieldPath::Index(path, i);
-                    ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+                    let path = &cg::FieldPath::Index(path, i);
+                    cg::Validate::validate(value, path)?;
                 }
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "labels",
-                );
+                let path = &cg::FieldPath::Property(path, "labels");
                 let value = &self.labels;
                 if let ::std::option::Option::Some(value) = value {
-                    ::idemgen_runtime::codegen::check_max_properties(
-                        path,
-                        value.len(),
-                        2,
-                    )?;
+                    cg::check_max_properties(path, value.len(), 2)?;
                     for (key, value) in value.iter() {
-                        let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                            path,
-                            key,
-                        );
-                        ::idemgen_runtime::codegen::check_max_length(path, value, 8)?;
+                        let path = &cg::FieldPath::Property(path, key);
+                        cg::check_max_length(path, value, 8)?;
                     }
                 }
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "scale",
-                );
+                let path = &cg::FieldPath::Property(path, "scale");
                 let value = &self.scale;
                 if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
-                    ::idemgen_runtime::codegen::check_minimum(
-                        path,
-                        *value,
-                        ::idemgen_runtime::codegen::Bound::Exclusive(0.0),
-                    )?;
-                    ::idemgen_runtime::codegen::check_multiple_of(path, *value, 0.5)?;
+                    cg::check_minimum(path, *value, cg::Bound::Exclusive(0.0))?;
+                    cg::check_multiple_of(path, *value, 0.5)?;
                 }
             }
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "tree",
-                );
+                let path = &cg::FieldPath::Property(path, "tree");
                 let value = &self.tree;
                 if let ::std::option::Option::Some(value) = value {
-                    ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "meta");
+                let value = &self.meta;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_min_properties(path, value.len(), 1)?;
+                    cg::check_max_properties(path, value.len(), 2)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "retries");
+                let value = &self.retries;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(0.0))?;
+                    cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(5.0))?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "comment");
+                let value = &self.comment;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_max_length(path, value, 10)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "window");
+                let value = &self.window;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_max_items(path, value.len(), 2)?;
+                    for (i, value) in value.iter().enumerate() {
+                        let path = &cg::FieldPath::Index(path, i);
+                        cg::check_minimum(
+                            path,
+                            *value as f64,
+                            cg::Bound::Inclusive(1.0),
+                        )?;
+                        cg::check_maximum(
+                            path,
+                            *value as f64,
+                            cg::Bound::Inclusive(10.0),
+                        )?;
+                    }
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "aliases");
+                let value = &self.aliases;
+                if let ::std::option::Option::Some(value) = value {
+                    for (i, value) in value.iter().enumerate() {
+                        let path = &cg::FieldPath::Index(path, i);
+                        if let ::std::option::Option::Some(value) = value {
+                            cg::check_max_length(path, value, 3)?;
+                        }
+                    }
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "metadata");
+                let value = &self.metadata;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_max_properties(path, value.len(), 3)?;
+                    for (key, value) in value.iter() {
+                        let path = &cg::FieldPath::Property(path, key);
+                        cg::check_max_length(path, value, 5)?;
+                    }
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "limit");
+                let value = &self.limit;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "calibration");
+                let value = &self.calibration;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyCalibration` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct RecordReadingsRequestBodyCalibration {
+        /// The `offset` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub offset: ::std::option::Option<::std::option::Option<f64>>,
+    }
+    impl cg::Validate for RecordReadingsRequestBodyCalibration {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            {
+                let path = &cg::FieldPath::Property(path, "offset");
+                let value = &self.offset;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_minimum(path, *value, cg::Bound::Inclusive(-1.0))?;
+                    cg::check_maximum(path, *value, cg::Bound::Inclusive(1.0))?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyLimit` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    #[serde(untagged)]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum RecordReadingsRequestBodyLimit {
+        /// The `Variant0` alternative.
+        Variant0(RecordReadingsRequestBodyLimitVariant0),
+        /// The `Level` alternative.
+        Level(Level),
+        /// The `String` alternative.
+        String(::std::string::String),
+    }
+    impl cg::Validate for RecordReadingsRequestBodyLimit {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            match self {
+                Self::Variant0(value) => {
+                    cg::Validate::validate(value, path)?;
+                }
+                Self::Level(value) => {
+                    if let ::std::option::Option::Some(value) = value {
+                        cg::check_minimum(
+                            path,
+                            *value as f64,
+                            cg::Bound::Inclusive(0.0),
+                        )?;
+                        cg::check_maximum(
+                            path,
+                            *value as f64,
+                            cg::Bound::Inclusive(3.0),
+                        )?;
+                    }
+                }
+                Self::String(value) => {
+                    cg::check_max_length(path, value, 4)?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyLimitVariant0` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct RecordReadingsRequestBodyLimitVariant0 {
+        /// The `count` property.
+        pub count: ::std::option::Option<i64>,
+        /// The `unit` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub unit: ::std::option::Option<::std::option::Option<::std::string::String>>,
+    }
+    impl cg::Validate for RecordReadingsRequestBodyLimitVariant0 {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            {
+                let path = &cg::FieldPath::Property(path, "count");
+                let value = &self.count;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(1.0))?;
+                    cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(9.0))?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "unit");
+                let value = &self.unit;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_max_length(path, value, 3)?;
                 }
             }
             ::std::result::Result::Ok(())
@@ -594,7 +637,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Settlement {
-        type Err = ::idemgen_runtime::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "alfamart_transaction" => {
@@ -608,10 +651,7 @@ pub mod types {
                 }
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_runtime::codegen::UnknownValue::new(
-                            "Settlement",
-                            value,
-                        ),
+                        cg::UnknownValue::new("Settlement", value),
                     )
                 }
             }
@@ -668,7 +708,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for String {
-        type Err = ::idemgen_runtime::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "a" => ::std::result::Result::Ok(Self::A),
@@ -676,11 +716,7 @@ pub mod types {
                 "1" => ::std::result::Result::Ok(Self::T1),
                 "A" => ::std::result::Result::Ok(Self::A2),
                 "a-b" => ::std::result::Result::Ok(Self::AB),
-                _ => {
-                    ::std::result::Result::Err(
-                        ::idemgen_runtime::codegen::UnknownValue::new("String", value),
-                    )
-                }
+                _ => ::std::result::Result::Err(cg::UnknownValue::new("String", value)),
             }
         }
     }
@@ -700,22 +736,14 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct UntaggedVariant2 {
         /// The `x` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub x: ::std::option::Option<f64>,
     }
     /// The `Vec` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Vec {
         /// The `string` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub string: ::std::option::Option<String>,
     }
 }
@@ -754,18 +782,18 @@ pub enum CreatePetResponse {
         body: ::std::collections::BTreeMap<::std::string::String, i64>,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for CreatePetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreatePetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Status201 { body, e_tag, x_count } => {
-                ::idemgen_runtime::codegen::json(201, "application/json", &body)?
+                cg::json(201, "application/json", &body)?
                     .optional_header("etag", e_tag.as_ref())?
                     .header("x-count", &x_count)
             }
-            Self::Status202 => ::idemgen_runtime::codegen::empty(202),
+            Self::Status202 => cg::empty(202),
             Self::Status2xx { status, body } => {
-                ::idemgen_runtime::codegen::json(
-                    ::idemgen_runtime::codegen::checked_status(
+                cg::json(
+                    cg::checked_status(
                             status,
                             ::std::option::Option::Some(2),
                             true,
@@ -798,12 +826,12 @@ pub enum CreatePetError {
         body: ::serde_json::Value,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for CreatePetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreatePetError {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Status4xx { status, body } => {
-                ::idemgen_runtime::codegen::json(
-                    ::idemgen_runtime::codegen::checked_status(
+                cg::json(
+                    cg::checked_status(
                             status,
                             ::std::option::Option::Some(4),
                             false,
@@ -815,13 +843,8 @@ impl ::idemgen_runtime::codegen::Encode for CreatePetError {
                 )
             }
             Self::Default { status, body } => {
-                ::idemgen_runtime::codegen::json(
-                    ::idemgen_runtime::codegen::checked_status(
-                            status,
-                            ::std::option::Option::None,
-                            false,
-                            true,
-                        )?
+                cg::json(
+                    cg::checked_status(status, ::std::option::Option::None, false, true)?
                         .as_u16(),
                     "application/json",
                     &body,
@@ -840,10 +863,7 @@ for ::idemgen_runtime::HandlerError<CreatePetError> {
 #[derive(Debug, ::serde::Serialize)]
 pub struct CreatePetQueryInput<'a> {
     /// `tag`.
-    #[serde(
-        rename = "tag",
-        skip_serializing_if = "::idemgen_runtime::codegen::is_empty"
-    )]
+    #[serde(rename = "tag", skip_serializing_if = "cg::is_empty")]
     pub tag: &'a [::std::string::String],
     /// `type`.
     #[serde(rename = "type", skip_serializing_if = "::std::option::Option::is_none")]
@@ -879,15 +899,13 @@ impl<'a> CreatePetSemanticInput<'a> {
 /// ```
 #[derive(Debug)]
 pub struct CreatePet;
-impl ::idemgen_runtime::codegen::Operation for CreatePet {
+impl cg::Operation for CreatePet {
     const ID: &'static str = "createPet";
     const HAS_BODY: bool = true;
     type Request = CreatePetRequest;
     type Response = CreatePetResponse;
     type Error = CreatePetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<CreatePetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<CreatePetRequest> {
         ::std::result::Result::Ok(CreatePetRequest {
             tag: parts.query_array("tag", true)?,
             x_trace: parts.required_header("X-Trace")?,
@@ -896,11 +914,8 @@ impl ::idemgen_runtime::codegen::Operation for CreatePet {
         })
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for CreatePet {
-    const KEY: ::idemgen_runtime::codegen::KeyHeader = ::idemgen_runtime::codegen::KeyHeader::new(
-        "X-Pet-Key",
-        40,
-    );
+impl cg::Idempotent for CreatePet {
+    const KEY: cg::KeyHeader = cg::KeyHeader::new("X-Pet-Key", 40);
     const FINGERPRINT_VERSION: i16 = 1;
     const STORED_HEADERS: &'static [&'static str] = &["etag", "x-count"];
     type SemanticInput<'a> = CreatePetSemanticInput<'a>;
@@ -908,7 +923,7 @@ impl ::idemgen_runtime::codegen::Idempotent for CreatePet {
         CreatePetSemanticInput::new(request)
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store> for CreatePet {
+impl<A: ShapesApi> cg::TxEndpoint<A, A::Store> for CreatePet {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -944,12 +959,10 @@ pub enum UploadPhotoResponse {
     /// 200: Stored.
     Status200(::std::string::String),
 }
-impl ::idemgen_runtime::codegen::Encode for UploadPhotoResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for UploadPhotoResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::bytes(200, "text/plain", body.into_bytes())
-            }
+            Self::Status200(body) => cg::bytes(200, "text/plain", body.into_bytes()),
         }
     }
 }
@@ -965,17 +978,12 @@ pub enum UploadPhotoError {
         body: ::axum::body::Bytes,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for UploadPhotoError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for UploadPhotoError {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Default { status, body } => {
-                ::idemgen_runtime::codegen::bytes(
-                    ::idemgen_runtime::codegen::checked_status(
-                            status,
-                            ::std::option::Option::None,
-                            false,
-                            true,
-                        )?
+                cg::bytes(
+                    cg::checked_status(status, ::std::option::Option::None, false, true)?
                         .as_u16(),
                     "application/octet-stream",
                     body.to_vec(),
@@ -1003,7 +1011,7 @@ pub struct UploadPhotoSemanticInput<'a> {
     /// The path parameters.
     pub path: UploadPhotoPathInput<'a>,
     /// The request body.
-    pub body: ::idemgen_runtime::codegen::HexBytes<'a>,
+    pub body: cg::HexBytes<'a>,
 }
 impl<'a> UploadPhotoSemanticInput<'a> {
     /// The semantic input of `request`.
@@ -1012,43 +1020,38 @@ impl<'a> UploadPhotoSemanticInput<'a> {
             path: UploadPhotoPathInput {
                 pet_id: &request.pet_id,
             },
-            body: ::idemgen_runtime::codegen::HexBytes(&request.body),
+            body: cg::HexBytes(&request.body),
         }
     }
 }
 /// `uploadPhoto` (`PUT /pets/{petId}/photo`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct UploadPhoto;
-impl ::idemgen_runtime::codegen::Operation for UploadPhoto {
+impl cg::Operation for UploadPhoto {
     const ID: &'static str = "uploadPhoto";
     const HAS_BODY: bool = true;
     type Request = UploadPhotoRequest;
     type Response = UploadPhotoResponse;
     type Error = UploadPhotoError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<UploadPhotoRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<UploadPhotoRequest> {
         ::std::result::Result::Ok(UploadPhotoRequest {
             pet_id: parts.path("petId")?,
             body: parts.bytes_body()?,
         })
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for UploadPhoto {
-    const KEY: ::idemgen_runtime::codegen::KeyHeader = ::idemgen_runtime::codegen::KeyHeader::new(
-        "X-Pet-Key",
-        40,
-    );
+impl cg::Idempotent for UploadPhoto {
+    const KEY: cg::KeyHeader = cg::KeyHeader::new("X-Pet-Key", 40);
     const FINGERPRINT_VERSION: i16 = 1;
     type SemanticInput<'a> = UploadPhotoSemanticInput<'a>;
     fn semantic_input(request: &UploadPhotoRequest) -> UploadPhotoSemanticInput<'_> {
         UploadPhotoSemanticInput::new(request)
     }
     fn resource_scope(request: &UploadPhotoRequest) -> ::std::string::String {
-        ::idemgen_runtime::codegen::resource_scope(&[&request.pet_id])
+        cg::resource_scope(&[&request.pet_id])
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store> for UploadPhoto {
+impl<A: ShapesApi> cg::TxEndpoint<A, A::Store> for UploadPhoto {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1086,70 +1089,60 @@ pub enum RecordReadingsResponse {
     /// 204: Recorded.
     Status204,
 }
-impl ::idemgen_runtime::codegen::Encode for RecordReadingsResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for RecordReadingsResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status204 => ::idemgen_runtime::codegen::empty(204),
+            Self::Status204 => cg::empty(204),
         }
     }
 }
 /// `recordReadings` (`POST /readings`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type RecordReadingsError = ::idemgen_runtime::codegen::NoDeclaredError;
+pub type RecordReadingsError = cg::NoDeclaredError;
 /// `recordReadings` (`POST /readings`): Every enforced validation keyword, on parameters and a nested body.. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct RecordReadings;
-impl ::idemgen_runtime::codegen::Operation for RecordReadings {
+impl cg::Operation for RecordReadings {
     const ID: &'static str = "recordReadings";
     const HAS_BODY: bool = true;
     type Request = RecordReadingsRequest;
     type Response = RecordReadingsResponse;
     type Error = RecordReadingsError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<RecordReadingsRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<RecordReadingsRequest> {
         ::std::result::Result::Ok(RecordReadingsRequest {
             sensor: parts.query_array("sensor", true)?,
             x_site: parts.header("X-Site")?,
             body: parts.json_body()?,
         })
     }
-    fn validate(request: &RecordReadingsRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &RecordReadingsRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("query.sensor");
+            let path = &cg::FieldPath::Root("query.sensor");
             let value = &request.sensor;
-            ::idemgen_runtime::codegen::check_min_items(path, value.len(), 1)?;
-            ::idemgen_runtime::codegen::check_max_items(path, value.len(), 3)?;
+            cg::check_min_items(path, value.len(), 1)?;
+            cg::check_max_items(path, value.len(), 3)?;
             for (i, value) in value.iter().enumerate() {
-                let path = &::idemgen_runtime::codegen::FieldPath::Index(path, i);
-                ::idemgen_runtime::codegen::check_minimum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(1.0),
-                )?;
-                ::idemgen_runtime::codegen::check_maximum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Exclusive(1000.0),
-                )?;
+                let path = &cg::FieldPath::Index(path, i);
+                cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(1.0))?;
+                cg::check_maximum(path, *value as f64, cg::Bound::Exclusive(1000.0))?;
             }
         }
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("header.X-Site");
+            let path = &cg::FieldPath::Root("header.X-Site");
             let value = &request.x_site;
             if let ::std::option::Option::Some(value) = value {
-                ::idemgen_runtime::codegen::check_min_length(path, value, 2)?;
-                ::idemgen_runtime::codegen::check_max_length(path, value, 4)?;
+                cg::check_min_length(path, value, 2)?;
+                cg::check_max_length(path, value, 4)?;
             }
         }
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("body");
+            let path = &cg::FieldPath::Root("body");
             let value = &request.body;
-            ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+            cg::Validate::validate(value, path)?;
         }
         ::std::result::Result::Ok(())
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for RecordReadings {
+impl<A: ShapesApi> cg::PlainEndpoint<A> for RecordReadings {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1182,35 +1175,31 @@ pub enum OpenShelterResponse {
     /// 200: Opened, at this address.
     Status200(types::OpenShelterRequestBodyAddress),
 }
-impl ::idemgen_runtime::codegen::Encode for OpenShelterResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for OpenShelterResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
 /// `openShelter` (`POST /shelters`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type OpenShelterError = ::idemgen_runtime::codegen::NoDeclaredError;
+pub type OpenShelterError = cg::NoDeclaredError;
 /// `openShelter` (`POST /shelters`): Single alternatives, and inline schemas that are one type.. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct OpenShelter;
-impl ::idemgen_runtime::codegen::Operation for OpenShelter {
+impl cg::Operation for OpenShelter {
     const ID: &'static str = "openShelter";
     const HAS_BODY: bool = true;
     type Request = OpenShelterRequest;
     type Response = OpenShelterResponse;
     type Error = OpenShelterError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<OpenShelterRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<OpenShelterRequest> {
         ::std::result::Result::Ok(OpenShelterRequest {
             body: parts.json_body()?,
         })
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for OpenShelter {
+impl<A: ShapesApi> cg::PlainEndpoint<A> for OpenShelter {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1240,32 +1229,28 @@ pub enum GetTreeResponse {
     /// 200: A recursive tree.
     Status200(types::Node),
 }
-impl ::idemgen_runtime::codegen::Encode for GetTreeResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for GetTreeResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
 /// `GET /tree` (`GET /tree`) declares no error response a handler answers itself; its errors are problems (`HandlerError::Problem`) or opaque failures.
-pub type GetTreeError = ::idemgen_runtime::codegen::NoDeclaredError;
+pub type GetTreeError = cg::NoDeclaredError;
 /// `GET /tree` (`GET /tree`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct GetTree;
-impl ::idemgen_runtime::codegen::Operation for GetTree {
+impl cg::Operation for GetTree {
     const ID: &'static str = "GET /tree";
     type Request = GetTreeRequest;
     type Response = GetTreeResponse;
     type Error = GetTreeError;
-    fn extract(
-        _parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<GetTreeRequest> {
+    fn extract(_parts: &cg::RequestParts) -> cg::Extracted<GetTreeRequest> {
         ::std::result::Result::Ok(GetTreeRequest {})
     }
 }
-impl<A: ShapesApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for GetTree {
+impl<A: ShapesApi> cg::PlainEndpoint<A> for GetTree {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -1398,35 +1383,22 @@ pub fn router<A: ShapesApi, Au: ::idemgen_runtime::Authenticator>(
     ::axum::Router::new()
         .route(
             "/pets",
-            ::axum::routing::post(
-                ::idemgen_runtime::codegen::idempotent::<CreatePet, A, A::Store, Au>,
-            ),
+            ::axum::routing::post(cg::idempotent::<CreatePet, A, A::Store, Au>),
         )
         .route(
             "/pets/{petId}/photo",
-            ::axum::routing::put(
-                ::idemgen_runtime::codegen::idempotent::<UploadPhoto, A, A::Store, Au>,
-            ),
+            ::axum::routing::put(cg::idempotent::<UploadPhoto, A, A::Store, Au>),
         )
         .route(
             "/readings",
-            ::axum::routing::post(
-                ::idemgen_runtime::codegen::plain::<RecordReadings, A, A::Store, Au>,
-            ),
+            ::axum::routing::post(cg::plain::<RecordReadings, A, A::Store, Au>),
         )
         .route(
             "/shelters",
-            ::axum::routing::post(
-                ::idemgen_runtime::codegen::plain::<OpenShelter, A, A::Store, Au>,
-            ),
+            ::axum::routing::post(cg::plain::<OpenShelter, A, A::Store, Au>),
         )
-        .route(
-            "/tree",
-            ::axum::routing::get(
-                ::idemgen_runtime::codegen::plain::<GetTree, A, A::Store, Au>,
-            ),
-        )
-        .fallback(::idemgen_runtime::codegen::not_found)
-        .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
+        .route("/tree", ::axum::routing::get(cg::plain::<GetTree, A, A::Store, Au>))
+        .fallback(cg::not_found)
+        .method_not_allowed_fallback(cg::method_not_allowed)
         .with_state(server)
 }

@@ -6,6 +6,8 @@
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_client::codegen as cg;
     /// The `Animal` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Animal {
@@ -14,11 +16,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
     }
     /// The `Cat` schema.
@@ -29,33 +27,21 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `lives` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub lives: ::std::option::Option<i32>,
         /// The `self` property.
         #[serde(rename = "self")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub self_: ::std::option::Option<bool>,
     }
     /// Contact card
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     pub struct ContactCard {
         /// The `email` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub email: ::std::option::Option<::std::string::String>,
     }
     /// The `Dog` schema.
@@ -66,66 +52,34 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `born` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
         /// The `good` property.
         pub good: bool,
         /// The `owner_id` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::nullable", skip_serializing_if = "cg::is_none")]
         pub owner_id: ::std::option::Option<::std::option::Option<::uuid::Uuid>>,
         /// The `toy` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub toy: ::std::option::Option<DogToy>,
         /// The `weight` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub weight: ::std::option::Option<f64>,
         /// The `tags` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub tags: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `meta` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub meta: ::std::option::Option<::serde_json::Value>,
         /// The `seen-at` property.
         #[serde(rename = "seen-at")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub seen_at: ::std::option::Option<::chrono::DateTime<::chrono::Utc>>,
         /// The `seenAt` property.
         #[serde(rename = "seenAt")]
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub seen_at2: ::std::option::Option<::std::string::String>,
     }
     /// The `DogToy` schema.
@@ -138,15 +92,17 @@ pub mod types {
         /// The `I64` alternative.
         I64(i64),
     }
+    /// The `Level` schema.
+    pub type Level = ::std::option::Option<i64>;
+    /// The `Metadata` schema.
+    pub type Metadata = ::std::option::Option<
+        ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
+    >;
     /// The `Mutual` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Mutual {
         /// The `other` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub other: ::std::option::Option<::std::boxed::Box<Other>>,
     }
     /// The `Node` schema.
@@ -155,25 +111,13 @@ pub mod types {
         /// The `value` property.
         pub value: i64,
         /// The `parent` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub parent: ::std::option::Option<::std::boxed::Box<Node>>,
         /// The `children` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub children: ::std::option::Option<::std::vec::Vec<Node>>,
         /// The `mode` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::double_option",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::nullable", skip_serializing_if = "cg::is_none")]
         pub mode: ::std::option::Option<::std::option::Option<NodeModeValue>>,
     }
     /// The `NodeModeValue` schema.
@@ -213,17 +157,14 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for NodeModeValue {
-        type Err = ::idemgen_client::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "fast" => ::std::result::Result::Ok(Self::Fast),
                 "slow" => ::std::result::Result::Ok(Self::Slow),
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_client::codegen::UnknownValue::new(
-                            "NodeModeValue",
-                            value,
-                        ),
+                        cg::UnknownValue::new("NodeModeValue", value),
                     )
                 }
             }
@@ -241,13 +182,13 @@ pub mod types {
         /// Where the shelter is.
         pub address: OpenShelterRequestBodyAddress,
         /// Where its letters go (the same shape).
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub mailing: ::std::option::Option<OpenShelterRequestBodyAddress>,
         /// Contact card
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub contact: ::std::option::Option<ContactCard>,
         /// The `problem` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub problem: ::std::option::Option<Problem>,
     }
     /// Where the shelter is.
@@ -256,11 +197,7 @@ pub mod types {
         /// The `street` property.
         pub street: ::std::string::String,
         /// The `zip` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub zip: ::std::option::Option<::std::string::String>,
     }
     /// The same schema as [`OpenShelterRequestBodyAddress`].
@@ -273,11 +210,7 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Other {
         /// The `back` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub back: ::std::option::Option<::std::boxed::Box<Mutual>>,
     }
     /// The `Percent` schema.
@@ -334,25 +267,13 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Problem {
         /// The `type` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub r#type: ::std::option::Option<::std::string::String>,
         /// The `title` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub title: ::std::option::Option<::std::string::String>,
         /// The `status` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub status: ::std::option::Option<i64>,
     }
     /// The `Reading` schema.
@@ -363,7 +284,7 @@ pub mod types {
         /// The `value` property.
         pub value: Percent,
         /// The `note` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub note: ::std::option::Option<::std::string::String>,
     }
     /// The `RecordReadingsRequestBody` schema.
@@ -372,16 +293,79 @@ pub mod types {
         /// The `readings` property.
         pub readings: ::std::vec::Vec<Reading>,
         /// The `labels` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub labels: ::std::option::Option<
             ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
         >,
         /// The `scale` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub scale: ::std::option::Option<::std::option::Option<f64>>,
         /// The `tree` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub tree: ::std::option::Option<Node>,
+        /// The `meta` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub meta: ::std::option::Option<
+            ::std::option::Option<
+                ::std::collections::BTreeMap<
+                    ::std::string::String,
+                    ::std::string::String,
+                >,
+            >,
+        >,
+        /// The `retries` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub retries: ::std::option::Option<::std::option::Option<i64>>,
+        /// The `comment` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub comment: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `window` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub window: ::std::option::Option<::std::option::Option<::std::vec::Vec<i64>>>,
+        /// The `aliases` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub aliases: ::std::option::Option<
+            ::std::vec::Vec<::std::option::Option<::std::string::String>>,
+        >,
+        /// The `metadata` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub metadata: ::std::option::Option<Metadata>,
+        /// The `limit` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub limit: ::std::option::Option<RecordReadingsRequestBodyLimit>,
+        /// The `calibration` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub calibration: ::std::option::Option<
+            ::std::option::Option<RecordReadingsRequestBodyCalibration>,
+        >,
+    }
+    /// The `RecordReadingsRequestBodyCalibration` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct RecordReadingsRequestBodyCalibration {
+        /// The `offset` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub offset: ::std::option::Option<::std::option::Option<f64>>,
+    }
+    /// The `RecordReadingsRequestBodyLimit` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    #[serde(untagged)]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum RecordReadingsRequestBodyLimit {
+        /// The `Variant0` alternative.
+        Variant0(RecordReadingsRequestBodyLimitVariant0),
+        /// The `Level` alternative.
+        Level(Level),
+        /// The `String` alternative.
+        String(::std::string::String),
+    }
+    /// The `RecordReadingsRequestBodyLimitVariant0` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct RecordReadingsRequestBodyLimitVariant0 {
+        /// The `count` property.
+        pub count: ::std::option::Option<i64>,
+        /// The `unit` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub unit: ::std::option::Option<::std::option::Option<::std::string::String>>,
     }
     /// The `Settlement` schema.
     #[derive(
@@ -424,7 +408,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Settlement {
-        type Err = ::idemgen_client::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "alfamart_transaction" => {
@@ -438,7 +422,7 @@ pub mod types {
                 }
                 _ => {
                     ::std::result::Result::Err(
-                        ::idemgen_client::codegen::UnknownValue::new("Settlement", value),
+                        cg::UnknownValue::new("Settlement", value),
                     )
                 }
             }
@@ -495,7 +479,7 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for String {
-        type Err = ::idemgen_client::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "a" => ::std::result::Result::Ok(Self::A),
@@ -503,11 +487,7 @@ pub mod types {
                 "1" => ::std::result::Result::Ok(Self::T1),
                 "A" => ::std::result::Result::Ok(Self::A2),
                 "a-b" => ::std::result::Result::Ok(Self::AB),
-                _ => {
-                    ::std::result::Result::Err(
-                        ::idemgen_client::codegen::UnknownValue::new("String", value),
-                    )
-                }
+                _ => ::std::result::Result::Err(cg::UnknownValue::new("String", value)),
             }
         }
     }
@@ -527,22 +507,14 @@ pub mod types {
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct UntaggedVariant2 {
         /// The `x` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub x: ::std::option::Option<f64>,
     }
     /// The `Vec` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Vec {
         /// The `string` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub string: ::std::option::Option<String>,
     }
 }

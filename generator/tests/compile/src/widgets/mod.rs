@@ -3,9 +3,13 @@
 //!
 //! Implement [`WidgetsApi`] and serve it with [`router`]. Each operation is described by a unit struct of its name; the request pipeline that serves them is idemgen-runtime's, once. Operations marked `x-idempotent: true` run through its executor: their handlers receive only a transaction-bound handle, and their successes are stored with the key and replayed to retries.
 #![allow(dead_code, clippy::doc_lazy_continuation, clippy::doc_overindented_list_items)]
+#[allow(unused_imports)]
+use ::idemgen_runtime::codegen as cg;
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_runtime::codegen as cg;
     /// The `Color` schema.
     #[derive(
         Debug,
@@ -47,17 +51,13 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Color {
-        type Err = ::idemgen_runtime::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "red" => ::std::result::Result::Ok(Self::Red),
                 "green" => ::std::result::Result::Ok(Self::Green),
                 "blue" => ::std::result::Result::Ok(Self::Blue),
-                _ => {
-                    ::std::result::Result::Err(
-                        ::idemgen_runtime::codegen::UnknownValue::new("Color", value),
-                    )
-                }
+                _ => ::std::result::Result::Err(cg::UnknownValue::new("Color", value)),
             }
         }
     }
@@ -67,7 +67,7 @@ pub mod types {
         /// The `items` property.
         pub items: ::std::vec::Vec<Widget>,
         /// The `next` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub next: ::std::option::Option<::std::option::Option<::std::string::String>>,
     }
     /// The `NewWidget` schema.
@@ -77,26 +77,16 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_runtime::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<Color>,
     }
-    impl ::idemgen_runtime::codegen::Validate for NewWidget {
-        fn validate(
-            &self,
-            path: &::idemgen_runtime::codegen::FieldPath<'_>,
-        ) -> ::idemgen_runtime::codegen::Checked {
+    impl cg::Validate for NewWidget {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
             {
-                let path = &::idemgen_runtime::codegen::FieldPath::Property(
-                    path,
-                    "name",
-                );
+                let path = &cg::FieldPath::Property(path, "name");
                 let value = &self.name;
-                ::idemgen_runtime::codegen::check_min_length(path, value, 1)?;
-                ::idemgen_runtime::codegen::check_max_length(path, value, 100)?;
+                cg::check_min_length(path, value, 1)?;
+                cg::check_max_length(path, value, 100)?;
             }
             ::std::result::Result::Ok(())
         }
@@ -111,10 +101,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishWidgetRequestBody` schema.
@@ -132,7 +122,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        #[serde(skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<Color>,
         /// The `published` property.
         pub published: bool,
@@ -158,12 +148,11 @@ pub enum CreateWidgetResponse {
         location: ::std::string::String,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for CreateWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreateWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Status201 { body, location } => {
-                ::idemgen_runtime::codegen::json(201, "application/json", &body)?
-                    .header("location", &location)
+                cg::json(201, "application/json", &body)?.header("location", &location)
             }
         }
     }
@@ -177,15 +166,11 @@ pub enum CreateWidgetError {
     /// 403: An RFC 9457 problem.
     Status403(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for CreateWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for CreateWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
         }
     }
 }
@@ -210,29 +195,27 @@ impl<'a> CreateWidgetSemanticInput<'a> {
 /// `createWidget` (`POST /widgets`): Create a widget. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct CreateWidget;
-impl ::idemgen_runtime::codegen::Operation for CreateWidget {
+impl cg::Operation for CreateWidget {
     const ID: &'static str = "createWidget";
     const HAS_BODY: bool = true;
     type Request = CreateWidgetRequest;
     type Response = CreateWidgetResponse;
     type Error = CreateWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<CreateWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<CreateWidgetRequest> {
         ::std::result::Result::Ok(CreateWidgetRequest {
             body: parts.json_body()?,
         })
     }
-    fn validate(request: &CreateWidgetRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &CreateWidgetRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("body");
+            let path = &cg::FieldPath::Root("body");
             let value = &request.body;
-            ::idemgen_runtime::codegen::Validate::validate(value, path)?;
+            cg::Validate::validate(value, path)?;
         }
         ::std::result::Result::Ok(())
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for CreateWidget {
+impl cg::Idempotent for CreateWidget {
     const FINGERPRINT_VERSION: i16 = 1;
     const STORED_HEADERS: &'static [&'static str] = &["location"];
     type SemanticInput<'a> = CreateWidgetSemanticInput<'a>;
@@ -240,8 +223,7 @@ impl ::idemgen_runtime::codegen::Idempotent for CreateWidget {
         CreateWidgetSemanticInput::new(request)
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for CreateWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for CreateWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -279,12 +261,10 @@ pub enum ListWidgetsResponse {
     /// 200: The widgets.
     Status200(types::ListWidgets200Response),
 }
-impl ::idemgen_runtime::codegen::Encode for ListWidgetsResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for ListWidgetsResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
@@ -295,12 +275,10 @@ pub enum ListWidgetsError {
     /// 400: An RFC 9457 problem.
     Status400(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for ListWidgetsError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for ListWidgetsError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
         }
     }
 }
@@ -313,50 +291,38 @@ for ::idemgen_runtime::HandlerError<ListWidgetsError> {
 /// `listWidgets` (`GET /widgets`): List widgets. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct ListWidgets;
-impl ::idemgen_runtime::codegen::Operation for ListWidgets {
+impl cg::Operation for ListWidgets {
     const ID: &'static str = "listWidgets";
     type Request = ListWidgetsRequest;
     type Response = ListWidgetsResponse;
     type Error = ListWidgetsError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<ListWidgetsRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<ListWidgetsRequest> {
         ::std::result::Result::Ok(ListWidgetsRequest {
             limit: parts.query("limit")?,
             color: parts.query("color")?,
             x_request_id: parts.header("X-Request-Id")?,
         })
     }
-    fn validate(request: &ListWidgetsRequest) -> ::idemgen_runtime::codegen::Checked {
+    fn validate(request: &ListWidgetsRequest) -> cg::Checked {
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root("query.limit");
+            let path = &cg::FieldPath::Root("query.limit");
             let value = &request.limit;
             if let ::std::option::Option::Some(value) = value {
-                ::idemgen_runtime::codegen::check_minimum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Exclusive(0.0),
-                )?;
-                ::idemgen_runtime::codegen::check_maximum(
-                    path,
-                    *value as f64,
-                    ::idemgen_runtime::codegen::Bound::Inclusive(100.0),
-                )?;
+                cg::check_minimum(path, *value as f64, cg::Bound::Exclusive(0.0))?;
+                cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(100.0))?;
             }
         }
         {
-            let path = &::idemgen_runtime::codegen::FieldPath::Root(
-                "header.X-Request-Id",
-            );
+            let path = &cg::FieldPath::Root("header.X-Request-Id");
             let value = &request.x_request_id;
             if let ::std::option::Option::Some(value) = value {
-                ::idemgen_runtime::codegen::check_max_length(path, value, 64)?;
+                cg::check_max_length(path, value, 64)?;
             }
         }
         ::std::result::Result::Ok(())
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for ListWidgets {
+impl<A: WidgetsApi> cg::PlainEndpoint<A> for ListWidgets {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -389,12 +355,10 @@ pub enum GetWidgetResponse {
     /// 200: The widget.
     Status200(types::Widget),
 }
-impl ::idemgen_runtime::codegen::Encode for GetWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for GetWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status200(body) => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)
-            }
+            Self::Status200(body) => cg::json(200, "application/json", &body),
         }
     }
 }
@@ -405,12 +369,10 @@ pub enum GetWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for GetWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for GetWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
         }
     }
 }
@@ -423,20 +385,18 @@ for ::idemgen_runtime::HandlerError<GetWidgetError> {
 /// `getWidget` (`GET /widgets/{id}`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct GetWidget;
-impl ::idemgen_runtime::codegen::Operation for GetWidget {
+impl cg::Operation for GetWidget {
     const ID: &'static str = "getWidget";
     type Request = GetWidgetRequest;
     type Response = GetWidgetResponse;
     type Error = GetWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<GetWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<GetWidgetRequest> {
         ::std::result::Result::Ok(GetWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::PlainEndpoint<A> for GetWidget {
+impl<A: WidgetsApi> cg::PlainEndpoint<A> for GetWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -469,10 +429,10 @@ pub enum DeleteWidgetResponse {
     /// 204: Deleted.
     Status204,
 }
-impl ::idemgen_runtime::codegen::Encode for DeleteWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for DeleteWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status204 => ::idemgen_runtime::codegen::empty(204),
+            Self::Status204 => cg::empty(204),
         }
     }
 }
@@ -483,12 +443,10 @@ pub enum DeleteWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for DeleteWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for DeleteWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
         }
     }
 }
@@ -501,21 +459,18 @@ for ::idemgen_runtime::HandlerError<DeleteWidgetError> {
 /// `deleteWidget` (`DELETE /widgets/{id}`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct DeleteWidget;
-impl ::idemgen_runtime::codegen::Operation for DeleteWidget {
+impl cg::Operation for DeleteWidget {
     const ID: &'static str = "deleteWidget";
     type Request = DeleteWidgetRequest;
     type Response = DeleteWidgetResponse;
     type Error = DeleteWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<DeleteWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<DeleteWidgetRequest> {
         ::std::result::Result::Ok(DeleteWidgetRequest {
             id: parts.path("id")?,
         })
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for DeleteWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for DeleteWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -558,11 +513,11 @@ pub enum PublishWidgetResponse {
         x_rate_limit_remaining: ::std::option::Option<i64>,
     },
 }
-impl ::idemgen_runtime::codegen::Encode for PublishWidgetResponse {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for PublishWidgetResponse {
+    fn encode(self) -> cg::Encoded {
         match self {
             Self::Status200 { body, x_rate_limit_remaining } => {
-                ::idemgen_runtime::codegen::json(200, "application/json", &body)?
+                cg::json(200, "application/json", &body)?
                     .optional_header(
                         "x-rate-limit-remaining",
                         x_rate_limit_remaining.as_ref(),
@@ -582,18 +537,12 @@ pub enum PublishWidgetError {
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
 }
-impl ::idemgen_runtime::codegen::Encode for PublishWidgetError {
-    fn encode(self) -> ::idemgen_runtime::codegen::Encoded {
+impl cg::Encode for PublishWidgetError {
+    fn encode(self) -> cg::Encoded {
         match self {
-            Self::Status400(body) => {
-                ::idemgen_runtime::codegen::json(400, "application/problem+json", &body)
-            }
-            Self::Status403(body) => {
-                ::idemgen_runtime::codegen::json(403, "application/problem+json", &body)
-            }
-            Self::Status404(body) => {
-                ::idemgen_runtime::codegen::json(404, "application/problem+json", &body)
-            }
+            Self::Status400(body) => cg::json(400, "application/problem+json", &body),
+            Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status404(body) => cg::json(404, "application/problem+json", &body),
         }
     }
 }
@@ -644,15 +593,13 @@ impl<'a> PublishWidgetSemanticInput<'a> {
 /// `publishWidget` (`POST /widgets/{id}/publish`). Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct PublishWidget;
-impl ::idemgen_runtime::codegen::Operation for PublishWidget {
+impl cg::Operation for PublishWidget {
     const ID: &'static str = "publishWidget";
     const HAS_BODY: bool = true;
     type Request = PublishWidgetRequest;
     type Response = PublishWidgetResponse;
     type Error = PublishWidgetError;
-    fn extract(
-        parts: &::idemgen_runtime::codegen::RequestParts,
-    ) -> ::idemgen_runtime::codegen::Extracted<PublishWidgetRequest> {
+    fn extract(parts: &cg::RequestParts) -> cg::Extracted<PublishWidgetRequest> {
         ::std::result::Result::Ok(PublishWidgetRequest {
             notify: parts.query("notify")?,
             id: parts.path("id")?,
@@ -660,7 +607,7 @@ impl ::idemgen_runtime::codegen::Operation for PublishWidget {
         })
     }
 }
-impl ::idemgen_runtime::codegen::Idempotent for PublishWidget {
+impl cg::Idempotent for PublishWidget {
     const FINGERPRINT_VERSION: i16 = 2;
     const STORED_HEADERS: &'static [&'static str] = &["x-rate-limit-remaining"];
     type SemanticInput<'a> = PublishWidgetSemanticInput<'a>;
@@ -668,11 +615,10 @@ impl ::idemgen_runtime::codegen::Idempotent for PublishWidget {
         PublishWidgetSemanticInput::new(request)
     }
     fn resource_scope(request: &PublishWidgetRequest) -> ::std::string::String {
-        ::idemgen_runtime::codegen::resource_scope(&[&request.id])
+        cg::resource_scope(&[&request.id])
     }
 }
-impl<A: WidgetsApi> ::idemgen_runtime::codegen::TxEndpoint<A, A::Store>
-for PublishWidget {
+impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for PublishWidget {
     fn authorize(
         api: &A,
         principal: &::idemgen_runtime::Principal,
@@ -802,37 +748,19 @@ pub fn router<A: WidgetsApi, Au: ::idemgen_runtime::Authenticator>(
     ::axum::Router::new()
         .route(
             "/widgets",
-            ::axum::routing::post(
-                    ::idemgen_runtime::codegen::idempotent::<
-                        CreateWidget,
-                        A,
-                        A::Store,
-                        Au,
-                    >,
-                )
-                .get(::idemgen_runtime::codegen::plain::<ListWidgets, A, A::Store, Au>),
+            ::axum::routing::post(cg::idempotent::<CreateWidget, A, A::Store, Au>)
+                .get(cg::plain::<ListWidgets, A, A::Store, Au>),
         )
         .route(
             "/widgets/{id}",
-            ::axum::routing::get(
-                    ::idemgen_runtime::codegen::plain::<GetWidget, A, A::Store, Au>,
-                )
-                .delete(
-                    ::idemgen_runtime::codegen::transactional::<
-                        DeleteWidget,
-                        A,
-                        A::Store,
-                        Au,
-                    >,
-                ),
+            ::axum::routing::get(cg::plain::<GetWidget, A, A::Store, Au>)
+                .delete(cg::transactional::<DeleteWidget, A, A::Store, Au>),
         )
         .route(
             "/widgets/{id}/publish",
-            ::axum::routing::post(
-                ::idemgen_runtime::codegen::idempotent::<PublishWidget, A, A::Store, Au>,
-            ),
+            ::axum::routing::post(cg::idempotent::<PublishWidget, A, A::Store, Au>),
         )
-        .fallback(::idemgen_runtime::codegen::not_found)
-        .method_not_allowed_fallback(::idemgen_runtime::codegen::method_not_allowed)
+        .fallback(cg::not_found)
+        .method_not_allowed_fallback(cg::method_not_allowed)
         .with_state(server)
 }

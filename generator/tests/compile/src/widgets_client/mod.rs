@@ -6,6 +6,8 @@
 /// The schemas of the spec: `components/schemas` under their own names, inline
 /// schemas named after where they appear.
 pub mod types {
+    #[allow(unused_imports)]
+    use ::idemgen_client::codegen as cg;
     /// The `Color` schema.
     #[derive(
         Debug,
@@ -47,17 +49,13 @@ pub mod types {
         }
     }
     impl ::std::str::FromStr for Color {
-        type Err = ::idemgen_client::codegen::UnknownValue;
+        type Err = cg::UnknownValue;
         fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
             match value {
                 "red" => ::std::result::Result::Ok(Self::Red),
                 "green" => ::std::result::Result::Ok(Self::Green),
                 "blue" => ::std::result::Result::Ok(Self::Blue),
-                _ => {
-                    ::std::result::Result::Err(
-                        ::idemgen_client::codegen::UnknownValue::new("Color", value),
-                    )
-                }
+                _ => ::std::result::Result::Err(cg::UnknownValue::new("Color", value)),
             }
         }
     }
@@ -67,7 +65,7 @@ pub mod types {
         /// The `items` property.
         pub items: ::std::vec::Vec<Widget>,
         /// The `next` property.
-        #[serde(default, deserialize_with = "::idemgen_client::codegen::double_option")]
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub next: ::std::option::Option<::std::option::Option<::std::string::String>>,
     }
     /// The `NewWidget` schema.
@@ -77,11 +75,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some",
-            skip_serializing_if = "::std::option::Option::is_none"
-        )]
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub color: ::std::option::Option<Color>,
     }
     /// The `Problem` schema.
@@ -94,16 +88,10 @@ pub mod types {
         /// The `status` property.
         pub status: i64,
         /// The `code` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub code: ::std::option::Option<::std::string::String>,
         /// The `detail` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub detail: ::std::option::Option<::std::string::String>,
     }
     /// The `PublishWidgetRequestBody` schema.
@@ -121,10 +109,7 @@ pub mod types {
         /// The `name` property.
         pub name: ::std::string::String,
         /// The `color` property.
-        #[serde(
-            default,
-            deserialize_with = "::idemgen_client::codegen::deserialize_some"
-        )]
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub color: ::std::option::Option<Color>,
         /// The `published` property.
         pub published: bool,

@@ -1,0 +1,159 @@
+//! Media types the generator cannot honour are said out loud: bodies it carries as raw bytes
+//! (forms, multipart, XML), alternatives it drops beside the one it serves, event streams served
+//! as one text body, and idempotent operations whose only success is a stream (which cannot be
+//! stored and replayed).
+
+use super::{RuleId, Sink};
+use crate::loader::{LoadedSpec, Node, NodeRef};
+use crate::spec::{Operation, is_json};
+
+/// Media types whose bodies arrive and leave as a stream of events or records.
+const STREAMS: [&str; 4] = [
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/stream+json",
+];
+
+fn essence(media: &str) -> String {
+    media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn is_stream(media: &str) -> bool {
+    STREAMS.contains(&essence(media).as_str())
+}
+
+/// What the generator makes of a media type it serves: typed JSON, text, or raw bytes.
+fn typed(media: &str) -> bool {
+    let m = essence(media);
+    is_json(&m)
+        || m.contains('*')
+        || m == "application/octet-stream"
+        || (m.starts_with("text/") && !is_stream(&m))
+}
+
+/// The `content` entries of a Request Body or Response Object, and the one the generator serves
+/// (the first JSON one, else the first): the same choice as the IR's.
+fn content(owner: NodeRef<'_>) -> Option<(NodeRef<'_>, usize)> {
+    let map = owner.node.get("content")?;
+    let entries = map.as_map()?.entries();
+    if entries.is_empty() {
+        return None;
+    }
+    let chosen = entries
+        .iter()
+        .position(|(k, _)| is_json(&k.text))
+        .unwrap_or(0);
+    Some((
+        NodeRef {
+            file: owner.file,
+            node: map,
+        },
+        chosen,
+    ))
+}
+
+/// Checks the request body and responses of one operation.
+pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
+    if let Some(body) = op.node.node.get("requestBody") {
+        let body = spec.deref(NodeRef {
+            file: op.node.file,
+            node: body,
+        });
+        check_content(op, body, "the request body", true, sink);
+    }
+    let mut successes = 0;
+    let mut streams = 0;
+    let responses = op.responses(spec);
+    let any_2xx = responses.iter().any(|r| r.status.text.starts_with('2'));
+    for response in &responses {
+        let what = format!("response {}", response.status.text);
+        check_content(op, response.node, &what, false, sink);
+        let success = response.status.text.starts_with('2')
+            || (response.status.text == "default" && !any_2xx);
+        if success {
+            successes += 1;
+            let media: Vec<&str> = response
+                .node
+                .node
+                .get("content")
+                .and_then(Node::as_map)
+                .map(|m| m.entries().iter().map(|(k, _)| k.text.as_str()).collect())
+                .unwrap_or_default();
+            if !media.is_empty() && media.iter().all(|m| is_stream(m)) {
+                streams += 1;
+            }
+        }
+    }
+    if op.is_idempotent() && successes > 0 && streams == successes {
+        let at = match op.responses_entry() {
+            Some((key, _)) => (op.node.file, key.span),
+            None => (op.node.file, op.key.span),
+        };
+        sink.report(
+            RuleId::StreamNotReplayable,
+            at,
+            Some(op),
+            format!(
+                "idempotent operation {} succeeds only with a stream, which cannot be stored and replayed to a retry",
+                op.display_name()
+            ),
+        );
+    }
+}
+
+fn check_content(
+    op: &Operation<'_>,
+    owner: NodeRef<'_>,
+    what: &str,
+    request: bool,
+    sink: &mut Sink<'_>,
+) {
+    let Some((map, chosen)) = content(owner) else {
+        return;
+    };
+    let Some(entries) = map.node.as_map().map(|m| m.entries()) else {
+        return;
+    };
+    let served = &entries[chosen].0;
+    for (i, (key, _)) in entries.iter().enumerate() {
+        let message = if i != chosen {
+            format!(
+                "{what} of {}: `{}` is not generated, only `{}` is served",
+                op.display_name(),
+                key.text,
+                served.text
+            )
+        } else if is_stream(&key.text) {
+            format!(
+                "{what} of {}: `{}` is served as one text body, not as a stream",
+                op.display_name(),
+                key.text
+            )
+        } else if !typed(&key.text) {
+            let fingerprint = if request && op.is_idempotent() {
+                "; its fingerprint covers the bytes as sent (the same fields in another order are another request)"
+            } else {
+                ""
+            };
+            format!(
+                "{what} of {}: `{}` is carried as raw bytes, neither typed nor validated{fingerprint}",
+                op.display_name(),
+                key.text
+            )
+        } else {
+            continue;
+        };
+        sink.report(
+            RuleId::MediaTypeUntyped,
+            (map.file, key.span),
+            Some(op),
+            message,
+        );
+    }
+}
