@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Generated-code size and compile cost, per spec: generated lines, structs and enums, aliases,
 # non-incremental `cargo check` time of the generated module alone in a fresh crate (its
-# dependencies built first, not timed) and rustc's peak memory. Specs: the two public ones in
-# ../shared/realspecs, unmarked, as published (read from ../shared, never copied), and the
-# widgets example.
+# dependencies built first, not timed) and rustc's peak memory. Specs: the public ones in
+# ../shared/realspecs, unmarked, as published (read from ../shared, never copied into the
+# repository; PayPal's with `header = "PayPal-Request-Id"`), and the widgets example.
 #
 # usage: bench/types/run.sh [BASE-REV]
 #   With BASE-REV (e.g. a commit before a change), that revision's idemgen and runtime are
@@ -21,8 +21,12 @@ cleanup() {
 trap cleanup EXIT
 export CARGO_INCREMENTAL=0
 specs=("adyen=$shared/adyen/TransferService-v4.yaml"
+       "adyen-checkout=$shared/adyen/CheckoutService-v71.yaml"
        "moderntreasury=$shared/moderntreasury/mt_openapi_spec_v1.yaml"
+       "paypal=$shared/paypal/checkout_orders_v2.json"
        "widgets=$root/examples/widgets/openapi.yaml")
+# The key header of specs that name their own.
+header_of() { [[ $1 == paypal ]] && echo "PayPal-Request-Id" || true; }
 
 # A crate that compiles one generated module against the runtime of `$2` (a source tree).
 prepare() {
@@ -54,10 +58,14 @@ measure() {
   rm -rf "$crate/src/api" "$work/spec"
   # A temporary copy: build writes idemgen.lock beside the spec.
   mkdir -p "$work/spec" && cp "$spec" "$work/spec/"
+  local header
+  header=$(header_of "$name")
+  [[ -n $header ]] && printf 'header = "%s"\n' "$header" > "$work/spec/idemgen.toml"
   "$idemgen" build "$work/spec/$(basename "$spec")" --out "$crate/src/api" >/dev/null 2>"$work/build.err" \
     || { cat "$work/build.err"; exit 1; }
   local module=$crate/src/api/mod.rs
-  local lines types aliases secs kb
+  local lines types aliases secs kb load
+  load=$( { /usr/bin/time -f '%e' "$idemgen" check "$work/spec/$(basename "$spec")" >/dev/null 2>/dev/null; } 2>&1 | tail -1 )
   lines=$(wc -l < "$module")
   types=$(grep -cE '^    pub (struct|enum) ' "$module" || true)
   aliases=$(grep -cE '^    pub type ' "$module" || true)
@@ -66,8 +74,8 @@ measure() {
     bash -c "cd '$crate' && CARGO_TARGET_DIR='$work/target-$label' cargo check -q" 2>"$work/check.err" \
     || { cat "$work/check.err"; exit 1; }
   read -r secs kb < "$work/time"
-  printf '| %s | %s | %s | %s | %s | %s | %s |\n' \
-    "$name" "$label" "$lines" "$types" "$aliases" "$secs" "$((kb / 1024))"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' \
+    "$name" "$label" "$load" "$lines" "$types" "$aliases" "$secs" "$((kb / 1024))"
 }
 
 cargo build -q --release -p idemgen
@@ -81,8 +89,8 @@ if [[ $# -ge 1 ]]; then
   labels=("base=$work/target-build-base/release/idemgen" "${labels[@]}")
 fi
 
-printf '| spec | idemgen | generated lines | structs+enums | aliases | cargo check s | peak rustc MB |\n'
-printf '|---|---|---:|---:|---:|---:|---:|\n'
+printf '| spec | idemgen | check s | generated lines | structs+enums | aliases | cargo check s | peak rustc MB |\n'
+printf '|---|---|---:|---:|---:|---:|---:|---:|\n'
 for entry in "${specs[@]}"; do
   for tool in "${labels[@]}"; do
     measure "${tool%%=*}" "${tool#*=}" "${entry%%=*}" "${entry#*=}"

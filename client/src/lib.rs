@@ -325,6 +325,19 @@ impl Call {
         Ok(self)
     }
 
+    /// A form body (`application/x-www-form-urlencoded`): the fields of `value`.
+    pub fn form<T: serde::Serialize + ?Sized>(
+        mut self,
+        content_type: &'static str,
+        value: &T,
+    ) -> Result<Call, serde_urlencoded::ser::Error> {
+        self.body = Some((
+            content_type,
+            Bytes::from(serde_urlencoded::to_string(value)?),
+        ));
+        Ok(self)
+    }
+
     /// A body sent as it is.
     pub fn bytes(mut self, content_type: &'static str, body: impl Into<Bytes>) -> Call {
         self.body = Some((content_type, body.into()));
@@ -370,6 +383,11 @@ impl Answer {
     /// The body as JSON of `T`.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Unexpected> {
         serde_json::from_slice(&self.body).map_err(|e| self.unexpected(format!("body: {e}")))
+    }
+
+    /// The body as form fields, decoded into `T`.
+    pub fn form<T: serde::de::DeserializeOwned>(&self) -> Result<T, Unexpected> {
+        serde_urlencoded::from_bytes(&self.body).map_err(|e| self.unexpected(format!("body: {e}")))
     }
 
     /// The body as text.
@@ -504,6 +522,9 @@ pub enum Error<E> {
     /// The request could not be encoded.
     #[error("encoding the request: {0}")]
     Encode(#[from] serde_json::Error),
+    /// A form body could not be encoded (a field that is not a scalar).
+    #[error("encoding the form: {0}")]
+    EncodeForm(#[from] serde_urlencoded::ser::Error),
 }
 
 /// A call that got no answer.

@@ -83,11 +83,13 @@ pub enum RuleId {
     MediaTypeUntyped,
     /// An idempotent operation whose only success responses are streams.
     StreamNotReplayable,
+    /// A schema's `pattern` is not an ECMA-262 regular expression the engine compiles.
+    PatternInvalid,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 25] = [
+    pub const ALL: [RuleId; 26] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -113,6 +115,7 @@ impl RuleId {
         RuleId::RefSiblingsIgnored,
         RuleId::MediaTypeUntyped,
         RuleId::StreamNotReplayable,
+        RuleId::PatternInvalid,
     ];
 
     /// The stable id.
@@ -143,6 +146,7 @@ impl RuleId {
             RuleId::RefSiblingsIgnored => "ref-siblings-ignored",
             RuleId::MediaTypeUntyped => "media-type-untyped",
             RuleId::StreamNotReplayable => "stream-not-replayable",
+            RuleId::PatternInvalid => "pattern-invalid",
         }
     }
 
@@ -234,6 +238,9 @@ impl RuleId {
             RuleId::StreamNotReplayable => {
                 "An idempotent operation has a success response that is not a stream: a stream cannot be stored and replayed."
             }
+            RuleId::PatternInvalid => {
+                "Every schema `pattern` is an ECMA-262 regular expression (with the `u` flag), which the generated code enforces."
+            }
         }
     }
 
@@ -272,6 +279,7 @@ impl RuleId {
             RuleId::StreamNotReplayable => "give the operation a stored success response (JSON), or drop x-idempotent:\n\nresponses:\n  \"200\":\n    content:\n      application/json:\n        schema:\n          $ref: \"#/components/schemas/Completion\"".to_string(),
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
+            RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

@@ -248,6 +248,7 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
     if let Some(body) = &idempotency.input.body {
         let ty = match &body.kind {
             BodyKind::Json(ty) => shaper.shape(ty),
+            BodyKind::Form(ty) => serde_json::json!({ "form": shaper.shape(ty) }),
             BodyKind::Text => Json::from("text"),
             BodyKind::Bytes => Json::from("bytes (hex)"),
         };

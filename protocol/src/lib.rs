@@ -12,6 +12,7 @@ pub mod codegen;
 pub mod fingerprint;
 pub mod headers;
 pub mod key;
+pub mod pattern;
 pub mod problem;
 pub mod status;
 

@@ -7,6 +7,7 @@
 //! module below it and nothing imports it.
 
 use std::fmt::Display;
+use std::sync::OnceLock;
 
 use http::StatusCode;
 use serde::Serialize;
@@ -35,6 +36,13 @@ pub type Encoded = Result<EncodedResponse, CodecError>;
 /// A response with a JSON body and the declared `code`.
 pub fn json<T: Serialize + ?Sized>(code: u16, media_type: &'static str, body: &T) -> Encoded {
     EncodedResponse::json(status(code), media_type, body)
+}
+
+/// A response with a form body (`application/x-www-form-urlencoded`) and the declared `code`.
+pub fn form<T: Serialize + ?Sized>(code: u16, media_type: &'static str, body: &T) -> Encoded {
+    let text = serde_urlencoded::to_string(body)
+        .map_err(|e| CodecError(format!("encoding a form body: {e}")))?;
+    Ok(EncodedResponse::bytes(status(code), media_type, text))
 }
 
 /// A response with a raw body and the declared `code`.
@@ -265,6 +273,71 @@ pub fn check_max_properties(path: &FieldPath<'_>, len: usize, max: u64) -> Resul
     Ok(())
 }
 
+/// A `pattern` keyword: an ECMA-262 regular expression, compiled on first use and then kept for
+/// the life of the process. Generated code puts each one in a `static`, so every pattern is
+/// compiled once, not per request.
+///
+/// Compiled by [`idemgen_protocol::pattern::compile`], the one rule `idemgen check` also applies
+/// (rule `pattern-invalid`), so generated code never holds a pattern that does not compile.
+///
+/// `regress` backtracks, as JavaScript engines do: a pattern with nested quantifiers over
+/// optional parts (`^(a+)+$`) takes time exponential in the length of a crafted value. Such a
+/// pattern is the spec's to avoid; a `maxLength` beside it bounds the cost.
+pub struct Pattern {
+    source: &'static str,
+    compiled: OnceLock<Result<regress::Regex, String>>,
+}
+
+impl Pattern {
+    /// The pattern `source`, not compiled yet.
+    pub const fn new(source: &'static str) -> Pattern {
+        Pattern {
+            source,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    /// The pattern as written in the spec.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// Whether `value` matches anywhere (JSON Schema patterns are not anchored: `^…$` anchors
+    /// them); `Err` when the pattern does not compile (then on every call, compiled once).
+    pub fn is_match(&self, value: &str) -> Result<bool, &str> {
+        let compiled = self
+            .compiled
+            .get_or_init(|| idemgen_protocol::pattern::compile(self.source));
+        match compiled {
+            Ok(regex) => Ok(regex.find(value).is_some()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl std::fmt::Debug for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Pattern").field(&self.source).finish()
+    }
+}
+
+/// `pattern`: the string matches the regular expression somewhere. A pattern that does not
+/// compile (which `idemgen check` refuses, so generated code never has one) fails every value
+/// with a detail that says so, rather than passing them unchecked or panicking.
+pub fn check_pattern(path: &FieldPath<'_>, value: &str, pattern: &Pattern) -> Result<(), String> {
+    match pattern.is_match(value) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "{path}: must match the pattern {}",
+            pattern.source()
+        )),
+        Err(e) => Err(format!(
+            "{path}: cannot be checked: the pattern {} does not compile as an ECMA-262 regular expression ({e})",
+            pattern.source()
+        )),
+    }
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -306,6 +379,83 @@ mod tests {
         );
         assert!(check_min_properties(&body, 0, 1).is_err());
         assert!(check_max_properties(&body, 2, 1).is_err());
+    }
+
+    #[test]
+    fn patterns_are_ecma_262_and_match_anywhere() {
+        let body = FieldPath::Root("body");
+        let last4 = FieldPath::Property(&body, "last4");
+        static DIGITS: Pattern = Pattern::new("^[0-9]{4}$");
+        assert!(check_pattern(&last4, "1234", &DIGITS).is_ok());
+        assert_eq!(
+            check_pattern(&last4, "abcd", &DIGITS).unwrap_err(),
+            "body.last4: must match the pattern ^[0-9]{4}$"
+        );
+        // ECMA-262 `$` without the `m` flag: the end of the input, not before a final newline.
+        assert!(check_pattern(&last4, "1234\n", &DIGITS).is_err());
+        assert!(check_pattern(&last4, "12345", &DIGITS).is_err());
+        // Unanchored: a match anywhere in the value will do.
+        let lower = Pattern::new("[a-z]");
+        assert!(check_pattern(&body, "ABCdEF", &lower).is_ok());
+        assert!(check_pattern(&body, "ABC", &lower).is_err());
+        // Lookahead, which Rust's `regex` crate lacks.
+        let password = Pattern::new("^(?=.*[0-9]).{8,}$");
+        assert!(check_pattern(&body, "abcdefg1", &password).is_ok());
+        assert!(check_pattern(&body, "abcdefgh", &password).is_err());
+        assert!(check_pattern(&body, "abc1", &password).is_err());
+        // The `u` flag: `.` is one code point (an emoji is two UTF-16 units), `\u{…}` escapes.
+        let one = Pattern::new("^.$");
+        assert!(check_pattern(&body, "😀", &one).is_ok());
+        assert!(check_pattern(&body, "é", &Pattern::new("^\\u{e9}$")).is_ok());
+        assert!(check_pattern(&body, "", &Pattern::new("^$")).is_ok());
+        // The pattern is compiled once and kept.
+        assert!(DIGITS.compiled.get().is_some());
+        assert_eq!(format!("{DIGITS:?}"), "Pattern(\"^[0-9]{4}$\")");
+    }
+
+    #[test]
+    fn a_pattern_that_does_not_compile_fails_every_value_without_panicking() {
+        let path = FieldPath::Root("query.q");
+        let alternatives = "a|".repeat(idemgen_protocol::pattern::MAX_ALTERNATIVES + 1) + "a";
+        let lookarounds = "(?=".repeat(idemgen_protocol::pattern::MAX_LOOKAROUND_DEPTH + 1)
+            + "a"
+            + &")".repeat(idemgen_protocol::pattern::MAX_LOOKAROUND_DEPTH + 1);
+        let invalid = ["(", "[a-", "a{2,1}", "(?<n>a)(?<n>b)", "x**"];
+        for source in invalid
+            .iter()
+            .copied()
+            .chain([alternatives.as_str(), lookarounds.as_str()])
+        {
+            let source: &'static str = Box::leak(source.to_owned().into_boxed_str());
+            let pattern = Pattern::new(source);
+            for value in ["", "a", "(("] {
+                let detail = check_pattern(&path, value, &pattern).unwrap_err();
+                assert!(
+                    detail.starts_with(&format!(
+                        "query.q: cannot be checked: the pattern {source} does not compile as an ECMA-262 regular expression ("
+                    )),
+                    "{detail}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pattern_limits_count_structure_not_text() {
+        // At the limits: compiled and matched (on a test thread's 2 MiB stack, in debug too).
+        let alternatives = "a|".repeat(idemgen_protocol::pattern::MAX_ALTERNATIVES) + "b";
+        let lookarounds = "(?=".repeat(idemgen_protocol::pattern::MAX_LOOKAROUND_DEPTH)
+            + "."
+            + &")".repeat(idemgen_protocol::pattern::MAX_LOOKAROUND_DEPTH);
+        for (source, value) in [(alternatives, "b"), (lookarounds, "x")] {
+            let pattern = Pattern::new(Box::leak(source.into_boxed_str()));
+            assert_eq!(
+                pattern.is_match(value),
+                Ok(true),
+                "{}",
+                &pattern.source()[..20]
+            );
+        }
     }
 
     #[test]

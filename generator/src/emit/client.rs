@@ -186,7 +186,7 @@ fn method(op: &OperationIr) -> TokenStream {
     }
     if let Some(body) = &op.body {
         let ty = match &body.kind {
-            BodyKind::Json(ty) => {
+            BodyKind::Json(ty) | BodyKind::Form(ty) => {
                 let ty = super::types::rust_type(ty, &types_path());
                 quote!(&#ty)
             }
@@ -223,6 +223,7 @@ fn method(op: &OperationIr) -> TokenStream {
         let media = Literal::string(&b.media_type);
         let attach = match b.kind {
             BodyKind::Json(_) => quote!(call.json(#media, body)?),
+            BodyKind::Form(_) => quote!(call.form(#media, body)?),
             BodyKind::Text => quote!(call.bytes(#media, body.to_owned())),
             BodyKind::Bytes => quote!(call.bytes(#media, body.to_vec())),
         };
@@ -325,6 +326,7 @@ fn construct(r: &ResponseIr, enum_name: &Ident) -> TokenStream {
     let variant = ident(&r.variant);
     let body = r.body.as_ref().map(|b| match b.kind {
         BodyKind::Json(_) => quote!(answer.json()?),
+        BodyKind::Form(_) => quote!(answer.form()?),
         BodyKind::Text => quote!(answer.text()?),
         BodyKind::Bytes => quote!(answer.body.clone()),
     });

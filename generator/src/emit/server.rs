@@ -179,6 +179,8 @@ fn extract_method(op: &OperationIr) -> TokenStream {
         let read = match (&b.kind, b.required) {
             (BodyKind::Json(_), true) => quote!(parts.json_body()?),
             (BodyKind::Json(_), false) => quote!(parts.optional_json_body()?),
+            (BodyKind::Form(_), true) => quote!(parts.form_body()?),
+            (BodyKind::Form(_), false) => quote!(parts.optional_form_body()?),
             (BodyKind::Text, true) => quote!(parts.text_body()?),
             (BodyKind::Text, false) => quote!(parts.optional_text_body()?),
             (BodyKind::Bytes, true) => quote!(parts.bytes_body()?),

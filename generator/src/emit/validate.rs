@@ -6,7 +6,8 @@
 //! this module only decides which helper runs on which value.
 //!
 //! Convention inside the generated checks: `value` is a reference to the value being checked and
-//! `path` a `&FieldPath` naming it; nested values shadow both in their own block.
+//! `path` a `&FieldPath` naming it; nested values shadow both in their own block. A `pattern` is
+//! a `static cg::Pattern` in a block of its own, compiled on first use and kept.
 
 use std::collections::BTreeMap;
 
@@ -166,7 +167,7 @@ impl<'a> Validation<'a> {
             Some((format!("{location}.{}", p.wire), ident(&p.field), inner))
         });
         let body = op.body.iter().filter_map(move |b| {
-            let BodyKind::Json(ty) = &b.kind else {
+            let (BodyKind::Json(ty) | BodyKind::Form(ty)) = &b.kind else {
                 return None;
             };
             let ty = if b.required {
@@ -270,6 +271,17 @@ impl<'a> Validation<'a> {
                 if let Some(n) = own.max_length {
                     let n = count(n);
                     out.extend(quote!(#support::check_max_length(path, value, #n)?;));
+                }
+                if let Some(source) = &own.pattern {
+                    // A `static` of its own block: compiled on first use, once per process
+                    // (inside a loop too), and never clashing with another pattern's.
+                    let source = Literal::string(source);
+                    out.extend(quote! {
+                        {
+                            static PATTERN: #support::Pattern = #support::Pattern::new(#source);
+                            #support::check_pattern(path, value, &PATTERN)?;
+                        }
+                    });
                 }
             }
             TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {

@@ -217,6 +217,9 @@ pub struct ParamIr {
 pub enum BodyKind {
     /// A JSON document of this type.
     Json(TypeRef),
+    /// `application/x-www-form-urlencoded` request body: the fields of an object schema, decoded
+    /// into this type (validated, and fingerprinted as decoded: field order does not matter).
+    Form(TypeRef),
     /// `text/*`: a `String`.
     Text,
     /// Anything else: raw bytes.
@@ -410,7 +413,7 @@ fn mark_usage(operations: &[OperationIr], types: &mut [TypeDef]) {
         for p in &op.params {
             types::named_in(&p.ty, &mut requests);
         }
-        if let Some(BodyKind::Json(ty)) = op.body.as_ref().map(|b| &b.kind) {
+        if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = op.body.as_ref().map(|b| &b.kind) {
             types::named_in(ty, &mut requests);
             if op.is_idempotent() {
                 types::named_in(ty, &mut responses);
@@ -538,10 +541,15 @@ fn operation_ir<'s>(
             node: rb,
         });
         let required = rb.node.get("required").and_then(Node::as_bool) == Some(true);
-        let (media_type, kind, schema) =
-            body_of(rb, space, &format!("{name}RequestBody"), "application/json")?;
+        let (media_type, kind, schema) = body_of(
+            rb,
+            space,
+            &format!("{name}RequestBody"),
+            "application/json",
+            true,
+        )?;
         let checks = match (&kind, schema) {
-            (BodyKind::Json(_), Some(schema)) => Checks::of(schema),
+            (BodyKind::Json(_) | BodyKind::Form(_), Some(schema)) => Checks::of(schema),
             _ => Checks::default(),
         };
         Some(BodyIr {
@@ -568,7 +576,7 @@ fn operation_ir<'s>(
             StatusKey::Range(c) => format!("{name}{c}xxResponse"),
             StatusKey::Default => format!("{name}DefaultResponse"),
         };
-        let body = body_of(r.node, space, &hint, "application/json")
+        let body = body_of(r.node, space, &hint, "application/json", false)
             .map(|(media_type, kind, _)| ResponseBody { media_type, kind });
         let mut header_fields = Namespace::with_reserved(&["body", "status"]);
         let mut headers = Vec::new();
@@ -760,12 +768,13 @@ fn idempotency_ir(
 }
 
 /// The media type, carrier and schema of a Request Body or Response Object's `content`; JSON
-/// media types are preferred.
+/// media types are preferred. A `request` body sent as a form with a schema is typed as one.
 fn body_of<'s>(
     owner: NodeRef<'s>,
     space: &mut TypeSpace<'s>,
     hint: &str,
     fallback_media: &str,
+    request: bool,
 ) -> Option<(String, BodyKind, Option<&'s Node>)> {
     let content = owner.node.get("content").and_then(Node::as_map)?;
     let entries = content.entries();
@@ -789,6 +798,16 @@ fn body_of<'s>(
             }
             None => BodyKind::Json(TypeRef::Json),
         }
+    } else if let (true, true, Some(schema)) = (
+        request,
+        spec::is_form(&chosen.0.text),
+        chosen.1.get("schema"),
+    ) {
+        let schema = NodeRef {
+            file: owner.file,
+            node: schema,
+        };
+        BodyKind::Form(space.type_of(schema, hint))
     } else if chosen.0.text.starts_with("text/") {
         BodyKind::Text
     } else {

@@ -229,14 +229,20 @@ pub enum Bound {
     Exclusive(f64),
 }
 
-/// The validation keywords of one schema, as far as they are enforced (`pattern`, `format`,
-/// `enum` of non-strings and struct property counts are not).
+/// The validation keywords of one schema, as far as they are enforced (`format`, `enum` of
+/// non-strings and struct property counts are not).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Constraints {
     /// `minLength` (characters).
     pub min_length: Option<u64>,
     /// `maxLength` (characters).
     pub max_length: Option<u64>,
+    /// `pattern`: an ECMA-262 regular expression (compiled with the `u` flag, as JSON Schema
+    /// 2020-12 recommends and the runtime's `check_pattern` does) that the string must match
+    /// somewhere: JSON Schema patterns are not anchored, `^…$` anchors them. Only a pattern that
+    /// compiles is kept (one that does not is the `pattern-invalid` finding; with that rule off it
+    /// is ignored, like other nonsense values).
+    pub pattern: Option<String>,
     /// `minimum` / `exclusiveMinimum`.
     pub minimum: Option<Bound>,
     /// `maximum` / `exclusiveMaximum`.
@@ -270,6 +276,7 @@ impl Constraints {
             TypeRef::String => {
                 out.min_length = self.min_length;
                 out.max_length = self.max_length;
+                out.pattern = self.pattern.clone();
             }
             TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
                 out.minimum = self.minimum;
@@ -1423,6 +1430,11 @@ fn constraints_of(node: &Node) -> Constraints {
     Constraints {
         min_length: count("minLength"),
         max_length: count("maxLength"),
+        pattern: node
+            .get("pattern")
+            .and_then(Node::as_str)
+            .filter(|p| idemgen_protocol::pattern::compile(p).is_ok())
+            .map(str::to_owned),
         minimum: bound("minimum", "exclusiveMinimum"),
         maximum: bound("maximum", "exclusiveMaximum"),
         multiple_of: node.get("multipleOf").and_then(number).filter(|n| *n > 0.0),
@@ -1544,8 +1556,27 @@ mod tests {
             own(Constraints {
                 min_length: Some(1),
                 max_length: Some(100),
+                pattern: Some("^a".to_string()),
                 ..Constraints::default()
             }),
+        );
+        // A pattern the engine cannot compile is not enforced (`check` reports it), nor is one
+        // that is not a string; on a non-string type it does not apply.
+        check(
+            "{type: string, pattern: '(', minLength: 1}",
+            own(Constraints {
+                min_length: Some(1),
+                ..Constraints::default()
+            }),
+        );
+        check("{type: string, pattern: 12}", Checks::default());
+        assert_eq!(
+            Constraints {
+                pattern: Some("^a".to_string()),
+                ..Constraints::default()
+            }
+            .for_type(&TypeRef::I64),
+            Constraints::default()
         );
         // 3.0 boolean exclusive bounds, and 3.1 numeric ones (the stricter bound wins).
         check(
@@ -1571,7 +1602,7 @@ mod tests {
             Checks::default(),
         );
         check(
-            "{type: array, minItems: 1, uniqueItems: true, items: {type: string, maxLength: 3}}",
+            "{type: array, minItems: 1, uniqueItems: true, items: {type: string, maxLength: 3, pattern: '^[a-z]+$'}}",
             Checks {
                 own: Constraints {
                     min_items: Some(1),
@@ -1580,6 +1611,7 @@ mod tests {
                 },
                 items: Some(Box::new(own(Constraints {
                     max_length: Some(3),
+                    pattern: Some("^[a-z]+$".to_string()),
                     ..Constraints::default()
                 }))),
                 values: None,

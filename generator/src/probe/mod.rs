@@ -20,14 +20,18 @@ use crate::loader::{LoadedSpec, Node, NodeRef};
 use http::{Exchange, Request};
 
 /// Every check: its stable id and what it verifies, in the order it runs.
-pub const CHECKS: [(&str, &str); 9] = [
+pub const CHECKS: [(&str, &str); 10] = [
     (
         "key-missing",
         "a request without the key header is refused with 400",
     ),
     (
         "key-malformed",
-        "a key with a space, a tab, or 256 characters is refused with 400",
+        "a key with a space, a tab, or one character over the header's maxLength is refused with 400",
+    ),
+    (
+        "key-at-limit",
+        "a key of exactly the header's maxLength (at most 255) is accepted (2xx)",
     ),
     (
         "first-succeeds",
@@ -149,12 +153,45 @@ struct Target {
     method: String,
     path: Result<String, String>,
     key_header: String,
+    /// The longest key the operation accepts: its header's `maxLength`, at most 255.
+    max_key_length: usize,
     content_type: Option<String>,
     /// A valid body, and a second valid one that differs (for `changed-request`).
     body: Option<(Value, Option<Value>)>,
 }
 
+/// `key` itself when the operation accepts its length, else a digest of it cut to at most 32
+/// characters (and `max`): the probe's keys fit the header's `maxLength` (a UUID-sized limit of 36 is common)
+/// and stay distinct per run and per check.
+fn fitted(key: String, max: usize) -> String {
+    if key.len() <= max {
+        return key;
+    }
+    use sha2::Digest;
+    // Shorter than the limit where it can be: only `key-at-limit` sends a key at it.
+    let digest = hex_lower(&sha2::Sha256::digest(key.as_bytes()));
+    key_of_length(&digest, max.clamp(1, 32))
+}
+
+fn hex_lower(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A key of exactly `len` characters starting with `base` (cut or padded with `k`).
+fn key_of_length(base: &str, len: usize) -> String {
+    let mut key: String = base.chars().take(len).collect();
+    while key.len() < len {
+        key.push('k');
+    }
+    key
+}
+
 impl Target {
+    /// One character more than the operation accepts.
+    fn too_long_key(&self) -> String {
+        "k".repeat(self.max_key_length + 1)
+    }
+
     fn request(&self, options: &Options, key: Option<&str>, body: Option<&Value>) -> Request {
         let mut headers = options.headers.clone();
         if let Some(key) = key {
@@ -299,6 +336,12 @@ fn unresolved(spec: &LoadedSpec, op: &crate::ir::OperationIr, tag: &str) -> Targ
             .as_ref()
             .map(|i| i.key.header.clone())
             .unwrap_or_default(),
+        max_key_length: op
+            .idempotency
+            .as_ref()
+            .map_or(idemgen_protocol::MAX_KEY_LEN, |i| {
+                usize::try_from(i.key.max_length).unwrap_or(idemgen_protocol::MAX_KEY_LEN)
+            }),
         content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
         body: body.map(|(_, first, second)| (first, second)),
     }
@@ -332,7 +375,10 @@ fn resource_from_create(
         ));
     };
     let create_target = unresolved(spec, create, &format!("{tag}r"));
-    let key = format!("probe-{tag}-{}-resource", op.id);
+    let key = fitted(
+        format!("probe-{tag}-{}-resource", op.id),
+        create_target.max_key_length,
+    );
     let request = create_target.request(
         options,
         create.is_idempotent().then_some(key.as_str()),
@@ -366,11 +412,17 @@ fn resource_from_create(
 }
 
 fn dry_run(target: &Target, options: &Options, tag: &str, report: &mut ProbeReport) {
-    let key = |suffix: &str| format!("probe-{tag}-{}-{suffix}", target.id);
+    let key = |suffix: &str| {
+        fitted(
+            format!("probe-{tag}-{}-{suffix}", target.id),
+            target.max_key_length,
+        )
+    };
     let body = target.body.as_ref().map(|(b, _)| b);
     let second = target.body.as_ref().and_then(|(_, s)| s.as_ref());
     let invalid = Value::Array(vec![]);
-    let long = "k".repeat(256);
+    let long = target.too_long_key();
+    let at_limit = key_of_length(&key("limit"), target.max_key_length);
     let mut plan: Vec<(&str, Request)> = vec![
         ("key-missing", target.request(options, None, body)),
         (
@@ -382,6 +434,10 @@ fn dry_run(target: &Target, options: &Options, tag: &str, report: &mut ProbeRepo
             target.request(options, Some("has\ttab"), body),
         ),
         ("key-malformed", target.request(options, Some(&long), body)),
+        (
+            "key-at-limit",
+            target.request(options, Some(&at_limit), body),
+        ),
         (
             "first-succeeds",
             target.request(options, Some(&key("first")), body),
@@ -453,7 +509,12 @@ fn probe_operation(
         }
         return Ok(());
     }
-    let key = |suffix: &str| format!("probe-{tag}-{}-{suffix}", target.id);
+    let key = |suffix: &str| {
+        fitted(
+            format!("probe-{tag}-{}-{suffix}", target.id),
+            target.max_key_length,
+        )
+    };
     let body = target.body.as_ref().map(|(b, _)| b);
     let send = |request: &Request| -> Result<Exchange, ProbeError> {
         http::send(request).map_err(|why| ProbeError::Unreachable {
@@ -469,7 +530,7 @@ fn probe_operation(
     problems.push(missing);
 
     // key-malformed
-    let long = "k".repeat(256);
+    let long = target.too_long_key();
     let mut malformed = Outcome::Passed;
     for bad in ["has space", "has\ttab", long.as_str()] {
         let exchange = send(&target.request(options, Some(bad), body))?;
@@ -480,6 +541,27 @@ fn probe_operation(
         problems.push(exchange);
     }
     record("key-malformed", malformed);
+
+    // key-at-limit
+    let at_limit = send(&target.request(
+        options,
+        Some(&key_of_length(&key("limit"), target.max_key_length)),
+        body,
+    ))?;
+    record(
+        "key-at-limit",
+        if (200..300).contains(&at_limit.got.status) {
+            Outcome::Passed
+        } else {
+            failed(
+                &at_limit,
+                format!(
+                    "a key of {} characters (the header's maxLength) answered {}, not 2xx",
+                    target.max_key_length, at_limit.got.status
+                ),
+            )
+        },
+    );
 
     // first-succeeds, retry-replays
     let first_key = key("first");

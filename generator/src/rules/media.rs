@@ -1,11 +1,11 @@
 //! Media types the generator cannot honour are said out loud: bodies it carries as raw bytes
-//! (forms, multipart, XML), alternatives it drops beside the one it serves, event streams served
+//! (multipart, XML, forms without a schema; a form request body with one is typed), alternatives it drops beside the one it serves, event streams served
 //! as one text body, and idempotent operations whose only success is a stream (which cannot be
 //! stored and replayed).
 
 use super::{RuleId, Sink};
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::spec::{Operation, is_json};
+use crate::spec::{Operation, is_form, is_json};
 
 /// Media types whose bodies arrive and leave as a stream of events or records.
 const STREAMS: [&str; 4] = [
@@ -35,6 +35,11 @@ fn typed(media: &str) -> bool {
         || m.contains('*')
         || m == "application/octet-stream"
         || (m.starts_with("text/") && !is_stream(&m))
+}
+
+/// A form request body with a schema: decoded into its type (`BodyKind::Form`).
+fn typed_form(request: bool, media: &str, entry: &Node) -> bool {
+    request && is_form(media) && entry.get("schema").is_some()
 }
 
 /// The `content` entries of a Request Body or Response Object, and the one the generator serves
@@ -135,7 +140,7 @@ fn check_content(
                 op.display_name(),
                 key.text
             )
-        } else if !typed(&key.text) {
+        } else if !typed(&key.text) && !typed_form(request, &key.text, &entries[chosen].1) {
             let fingerprint = if request && op.is_idempotent() {
                 "; its fingerprint covers the bytes as sent (the same fields in another order are another request)"
             } else {

@@ -10,6 +10,7 @@ pub(crate) mod extensions;
 mod header;
 mod media;
 mod operation_id;
+pub(crate) mod patterns;
 mod refs;
 mod responses;
 pub mod snippet;
@@ -132,6 +133,7 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     let ops = spec::operations(spec);
     extensions::check_misplaced(spec, &mut sink);
     operation_id::check_unique(&ops, &mut sink);
+    patterns::check(spec, &mut sink);
     for op in &ops {
         refs::check_operation(op, &mut sink);
         media::check_operation(spec, op, &mut sink);

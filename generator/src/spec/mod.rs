@@ -250,3 +250,13 @@ pub fn is_json(media: &str) -> bool {
         .to_ascii_lowercase();
     essence == "application/json" || essence.ends_with("+json")
 }
+
+/// Whether a media type is `application/x-www-form-urlencoded`.
+pub fn is_form(media: &str) -> bool {
+    media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+}

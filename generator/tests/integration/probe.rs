@@ -93,6 +93,8 @@ enum Entry {
 
 struct Server {
     defect: Defect,
+    /// The longest key accepted.
+    key_limit: usize,
     records: Mutex<HashMap<(String, String), Entry>>,
     next: AtomicU64,
 }
@@ -159,8 +161,9 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
         (_, None) => return problem(StatusCode::BAD_REQUEST, "key_missing"),
         (_, Some(key)) => key,
     };
-    let visible =
-        !key.is_empty() && key.len() <= 255 && key.iter().all(|b| (0x21..=0x7e).contains(b));
+    let visible = !key.is_empty()
+        && key.len() <= server.key_limit
+        && key.iter().all(|b| (0x21..=0x7e).contains(b));
     if !visible {
         return problem(StatusCode::BAD_REQUEST, "key_invalid");
     }
@@ -233,11 +236,17 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
 
 /// Serves the things server with `defect` on a free port, on a runtime of its own thread.
 fn serve(defect: Defect) -> String {
+    serve_with_limit(defect, 255)
+}
+
+/// The same, accepting keys of at most `key_limit` characters.
+fn serve_with_limit(defect: Defect, key_limit: usize) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
     let state = Arc::new(Server {
         defect,
+        key_limit,
         records: Mutex::new(HashMap::new()),
         next: AtomicU64::new(1),
     });
@@ -255,11 +264,15 @@ fn serve(defect: Defect) -> String {
 }
 
 fn probe_failures(defect: Defect) -> BTreeSet<&'static str> {
+    probe_failures_of(SPEC, defect, serve(defect))
+}
+
+fn probe_failures_of(spec: &str, defect: Defect, base_url: String) -> BTreeSet<&'static str> {
     let mut fs = MemoryFs::new();
-    fs.insert("/spec/openapi.yaml", SPEC);
+    fs.insert("/spec/openapi.yaml", spec);
     let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).unwrap();
     let options = Options {
-        base_url: serve(defect),
+        base_url,
         headers: vec![("Authorization".into(), "Bearer alice".into())],
         other_headers: vec![("Authorization".into(), "Bearer bob".into())],
         ..Options::default()
@@ -294,6 +307,25 @@ fn the_spec_of_the_probed_servers_passes_check() {
 #[test]
 fn a_server_that_keeps_the_protocol_passes_every_check() {
     assert_eq!(probe_failures(Defect::None), BTreeSet::new());
+}
+
+#[test]
+fn key_lengths_are_checked_against_the_operations_own_max_length() {
+    // The spec says 40: a server that keeps 40 passes, one that keeps the protocol's 255
+    // accepts 41 characters, one that caps keys at 39 refuses a key the spec allows.
+    let spec = SPEC.replace("maxLength: 255", "maxLength: 40");
+    for (limit, failed) in [
+        (40, vec![]),
+        (255, vec!["key-malformed"]),
+        (39, vec!["key-at-limit"]),
+    ] {
+        let got = probe_failures_of(&spec, Defect::None, serve_with_limit(Defect::None, limit));
+        let want: BTreeSet<&str> = failed.into_iter().collect();
+        assert_eq!(
+            got, want,
+            "a server keeping keys of at most {limit} characters"
+        );
+    }
 }
 
 #[test]

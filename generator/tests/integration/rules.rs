@@ -125,6 +125,16 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/stream-not-replayable.yaml",
         &["stream-not-replayable@10:7", "media-type-untyped@14:13"],
     );
+    // Not in `example`, `default` or `x-` data; a property called `pattern` is a schema; `\_`
+    // fails with the `u` flag; a number is not a pattern.
+    case(
+        "rules/pattern-invalid.yaml",
+        &[
+            "pattern-invalid@16:48",
+            "pattern-invalid@34:41",
+            "pattern-invalid@35:60",
+        ],
+    );
 }
 
 #[test]

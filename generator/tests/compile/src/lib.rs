@@ -3,6 +3,14 @@
 //! idemgen (prettyplease), and `cargo fmt` must neither rewrite them nor fail on them.
 
 #[rustfmt::skip]
+pub mod forms;
+#[rustfmt::skip]
+pub mod forms_client;
+#[rustfmt::skip]
+pub mod patterns;
+#[rustfmt::skip]
+pub mod patterns_client;
+#[rustfmt::skip]
 pub mod shapes;
 #[rustfmt::skip]
 pub mod shapes_client;
