@@ -190,7 +190,44 @@ fn string(node: &Node, unique: &str) -> String {
         text.push('x');
     }
     text.truncate(max.max(min));
-    text
+    match node.get("pattern").and_then(Node::as_str) {
+        Some(pattern) => matching(pattern, text, min, max),
+        None => text,
+    }
+}
+
+/// `text` when `pattern` matches it (anywhere, as JSON Schema and the generated server read it),
+/// else the first of a few plain candidates within the length bounds that it matches: digits,
+/// letters, both, with and without punctuation. A pattern none of them satisfies keeps `text`
+/// (the server's 400 then says so; the spec should carry an `example`).
+fn matching(pattern: &str, text: String, min: usize, max: usize) -> String {
+    let Ok(regex) = idemgen_protocol::pattern::compile(pattern) else {
+        return text;
+    };
+    let matches = |s: &str| regex.find(s).is_some();
+    if matches(&text) {
+        return text;
+    }
+    const ALPHABETS: [&str; 7] = [
+        "0123456789",
+        "abcdefghijklmnopqrstuvwxyz",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "a1b2c3d4e5f6g7h8i9j0",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7",
+        "Ab1!Cd2?Ef3-Gh4_Ij5.",
+        "a-b-c-d-e-f-g-h-i-j-k",
+    ];
+    let lengths = [min.max(1), 1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 36];
+    ALPHABETS
+        .iter()
+        .flat_map(|alphabet| {
+            lengths
+                .iter()
+                .filter(|&&len| len >= min && len <= max)
+                .map(move |&len| alphabet.chars().cycle().take(len).collect::<String>())
+        })
+        .find(|candidate| matches(candidate))
+        .unwrap_or(text)
 }
 
 fn integer(node: &Node) -> i64 {
@@ -267,4 +304,34 @@ pub fn changed(body: &Value) -> Option<Value> {
     }
     let mut copy = body.clone();
     change(&mut copy).then_some(copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_synthesized_to_match_the_pattern_the_server_enforces() {
+        let cases = [
+            ("^[0-9]{4}$", 0, usize::MAX),
+            ("^[A-Z]{2}$", 0, usize::MAX),
+            ("^[a-z]+-[a-z]+$", 0, usize::MAX),
+            ("^(?=.*[0-9]).{8,}$", 0, usize::MAX),
+            ("^[a-z0-9]{3,5}$", 3, 5),
+            ("[a-z]", 0, usize::MAX),
+        ];
+        for (pattern, min, max) in cases {
+            let text = matching(pattern, "probe-q".into(), min, max);
+            let regex = idemgen_protocol::pattern::compile(pattern).unwrap();
+            assert!(regex.find(&text).is_some(), "{pattern}: {text:?}");
+            assert!(
+                (min..=max).contains(&text.chars().count()),
+                "{pattern}: {text:?}"
+            );
+        }
+        // A value that already matches is kept (it carries the probe's unique tag).
+        assert_eq!(matching("^probe-", "probe-q1".into(), 0, 64), "probe-q1");
+        // Nothing plain matches: the value stays, and the server's 400 says why.
+        assert_eq!(matching("^\\u{1F600}$", "probe-q".into(), 0, 64), "probe-q");
+    }
 }
