@@ -65,7 +65,8 @@ measure() {
     || { cat "$work/build.err"; exit 1; }
   local module=$crate/src/api/mod.rs
   local lines types aliases secs kb load
-  load=$( { /usr/bin/time -f '%e' "$idemgen" check "$work/spec/$(basename "$spec")" >/dev/null 2>/dev/null; } 2>&1 | tail -1 )
+  /usr/bin/time -f '%e' -o "$work/load" "$idemgen" check "$work/spec/$(basename "$spec")" >/dev/null 2>&1 || true
+  load=$(tail -1 "$work/load")
   lines=$(wc -l < "$module")
   types=$(grep -cE '^    pub (struct|enum) ' "$module" || true)
   aliases=$(grep -cE '^    pub type ' "$module" || true)

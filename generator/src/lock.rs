@@ -175,13 +175,13 @@ pub fn compare(
         else {
             continue;
         };
-        let at = op
+        let (file, at) = op
             .node
             .node
             .entry(X_FINGERPRINT_VERSION)
             .map(|(_, v)| v.span)
             .or_else(|| op.operation_id().map(|n| n.span))
-            .unwrap_or(op.key.span);
+            .map_or_else(|| op.key_at(), |span| (op.node.file, span));
         let message = if now.fingerprint_version < then.fingerprint_version {
             format!(
                 "{}: `{X_FINGERPRINT_VERSION}` went down from {} ({lock_display}) to {}",
@@ -205,7 +205,7 @@ pub fn compare(
             rule: RuleId::FingerprintShapeChanged,
             level,
             message,
-            file: op.node.file,
+            file,
             span: at,
             operations: vec![op.label()],
             help: RuleId::FingerprintShapeChanged

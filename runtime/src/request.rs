@@ -185,9 +185,15 @@ impl RequestParts {
 
     /// The form body (required): 415 unless sent as `application/x-www-form-urlencoded`, 400
     /// when a field is missing, repeated, not of its type, or holds a NUL character. Decoded, so
-    /// the same fields in another order are the same request.
+    /// the same fields in another order are the same request; an empty body is the empty form
+    /// (valid when every field is optional).
     pub fn form_body<T: DeserializeOwned>(&self) -> Result<T, Problem> {
-        let bytes = self.required_body()?;
+        // An empty form is a form: a client whose fields are all absent sends no bytes.
+        let bytes: &[u8] = &self.body;
+        if bytes.is_empty() {
+            return serde_urlencoded::from_bytes(bytes)
+                .map_err(|e| bad_request(format!("invalid form body: {e}")));
+        }
         self.media_type(
             "a form (`Content-Type: application/x-www-form-urlencoded`)",
             |essence| essence == "application/x-www-form-urlencoded",
@@ -459,6 +465,16 @@ mod tests {
         assert_eq!(e.kind(), ProblemKind::UnsupportedMediaType);
         let none: Option<Payment> = form_request(FORM, "").optional_form_body().unwrap();
         assert_eq!(none, None);
+        // A required form of optional fields may be empty; one with required fields may not.
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Filters {
+            #[serde(default)]
+            limit: Option<i32>,
+        }
+        let empty: Filters = form_request(FORM, "").form_body().unwrap();
+        assert_eq!(empty, Filters { limit: None });
+        let e = form_request(FORM, "").form_body::<Payment>().unwrap_err();
+        assert_eq!(e.kind(), ProblemKind::InvalidRequest);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Tokens for the server side: one description per operation (`impl Operation`, `impl
 //! Idempotent`, and the endpoint impls binding it to the handler trait), the handler trait, and
-//! the `router` that mounts the runtime's request pipeline (`idemgen_runtime::serve`) on every
-//! path. Generated code describes; the runtime executes.
+//! the `router` that mounts the runtime's request pipeline (`cg::idempotent`, `cg::plain`,
+//! `cg::transactional`, from `idemgen_runtime::codegen`) on every path. Generated code describes; the runtime executes.
 
 use std::collections::BTreeMap;
 

@@ -802,13 +802,19 @@ fn body_of<'s>(
         request,
         spec::is_form(&chosen.0.text),
         chosen.1.get("schema"),
+    ) && spec::is_flat_form(
+        space.spec(),
+        NodeRef {
+            file: owner.file,
+            node: schema,
+        },
     ) {
         let schema = NodeRef {
             file: owner.file,
             node: schema,
         };
         BodyKind::Form(space.type_of(schema, hint))
-    } else if chosen.0.text.starts_with("text/") {
+    } else if chosen.0.text.to_ascii_lowercase().starts_with("text/") {
         BodyKind::Text
     } else {
         BodyKind::Bytes

@@ -341,6 +341,11 @@ pub struct TypeSpace<'s> {
 const MAX_INLINE_DEPTH: usize = 64;
 
 impl<'s> TypeSpace<'s> {
+    /// The spec the types come from.
+    pub fn spec(&self) -> &'s LoadedSpec {
+        self.spec
+    }
+
     /// An empty type space for `spec`, with every `components/schemas` name reserved in document
     /// order so that component schemas keep their names.
     pub fn new(spec: &'s LoadedSpec) -> TypeSpace<'s> {

@@ -20,7 +20,7 @@ pub(super) fn check_key(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'
             "idempotent operation {} has no `{configured}` header parameter{elsewhere}",
             op.display_name()
         );
-        let at = (op.node.file, op.key.span);
+        let at = op.key_at();
         // A team with its own key header first needs to say so in idemgen.toml.
         match key_like_header(&params) {
             Some(other) => {
@@ -43,14 +43,26 @@ pub(super) fn check_key(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'
 /// A header parameter whose name says it could be a key (`*-Id`, `*-Key`, `*-Token`), when the
 /// configured one is missing.
 fn key_like_header<'p>(params: &'p [Parameter<'_>]) -> Option<&'p str> {
-    params
+    let names: Vec<&str> = params
         .iter()
         .filter(|p| p.location == Some("header"))
         .filter_map(|p| p.name)
-        .find(|name| {
-            let lower = name.to_ascii_lowercase();
-            ["-id", "-key", "-token"].iter().any(|s| lower.ends_with(s))
+        .collect();
+    let lower = |name: &str| name.to_ascii_lowercase();
+    // A header naming idempotency first; then `*-Id`/`*-Key`/`*-Token`, never a credential.
+    names
+        .iter()
+        .find(|name| lower(name).contains("idempot"))
+        .or_else(|| {
+            names.iter().find(|name| {
+                let lower = lower(name);
+                let credential = ["api-key", "apikey", "auth", "access-token", "session"]
+                    .iter()
+                    .any(|c| lower.contains(c));
+                !credential && ["-id", "-key", "-token"].iter().any(|s| lower.ends_with(s))
+            })
         })
+        .copied()
 }
 
 fn check_required(param: &Parameter<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
@@ -145,7 +157,15 @@ fn check_max_length(schema: NodeRef<'_>, op: &Operation<'_>, header: &str, sink:
             format!("the `{header}` header's schema has no `maxLength` (at most {limit})"),
         ),
         Some(max) => match max.as_int() {
-            Some(v) if v >= 0 && v.unsigned_abs() <= limit => {}
+            Some(v) if v >= 1 && v.unsigned_abs() <= limit => {}
+            Some(v) if v < 1 => sink.report(
+                RuleId::KeyMaxLength,
+                (schema.file, max.span),
+                Some(op),
+                format!(
+                    "the `{header}` header's `maxLength` is {v}: a key has at least 1 character"
+                ),
+            ),
             Some(v) => sink.report(
                 RuleId::KeyMaxLength,
                 (schema.file, max.span),
@@ -196,7 +216,7 @@ pub(super) fn check_unmarked(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut S
         let header = param.name.unwrap_or(&configured);
         sink.report(
             RuleId::KeyWithoutXIdempotent,
-            (op.node.file, op.key.span),
+            op.key_at(),
             Some(op),
             format!(
                 "{} declares the `{header}` header but is not marked `x-idempotent: true`: the runtime ignores the key",

@@ -5,7 +5,7 @@
 
 use super::{RuleId, Sink};
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::spec::{Operation, is_form, is_json};
+use crate::spec::{Operation, is_flat_form, is_form, is_json};
 
 /// Media types whose bodies arrive and leave as a stream of events or records.
 const STREAMS: [&str; 4] = [
@@ -37,9 +37,25 @@ fn typed(media: &str) -> bool {
         || (m.starts_with("text/") && !is_stream(&m))
 }
 
-/// A form request body with a schema: decoded into its type (`BodyKind::Form`).
-fn typed_form(request: bool, media: &str, entry: &Node) -> bool {
-    request && is_form(media) && entry.get("schema").is_some()
+/// A form request body whose schema is flat fields: decoded into its type (`BodyKind::Form`).
+fn typed_form(
+    spec: &LoadedSpec,
+    owner: NodeRef<'_>,
+    request: bool,
+    media: &str,
+    entry: &Node,
+) -> bool {
+    request
+        && is_form(media)
+        && entry.get("schema").is_some_and(|schema| {
+            is_flat_form(
+                spec,
+                NodeRef {
+                    file: owner.file,
+                    node: schema,
+                },
+            )
+        })
 }
 
 /// The `content` entries of a Request Body or Response Object, and the one the generator serves
@@ -70,7 +86,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
             file: op.node.file,
             node: body,
         });
-        check_content(op, body, "the request body", true, sink);
+        check_content(spec, op, body, "the request body", true, sink);
     }
     let mut successes = 0;
     let mut streams = 0;
@@ -78,7 +94,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
     let any_2xx = responses.iter().any(|r| r.status.text.starts_with('2'));
     for response in &responses {
         let what = format!("response {}", response.status.text);
-        check_content(op, response.node, &what, false, sink);
+        check_content(spec, op, response.node, &what, false, sink);
         let success = response.status.text.starts_with('2')
             || (response.status.text == "default" && !any_2xx);
         if success {
@@ -98,7 +114,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
     if op.is_idempotent() && successes > 0 && streams == successes {
         let at = match op.responses_entry() {
             Some((key, _)) => (op.node.file, key.span),
-            None => (op.node.file, op.key.span),
+            None => op.key_at(),
         };
         sink.report(
             RuleId::StreamNotReplayable,
@@ -113,6 +129,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
 }
 
 fn check_content(
+    spec: &LoadedSpec,
     op: &Operation<'_>,
     owner: NodeRef<'_>,
     what: &str,
@@ -140,7 +157,9 @@ fn check_content(
                 op.display_name(),
                 key.text
             )
-        } else if !typed(&key.text) && !typed_form(request, &key.text, &entries[chosen].1) {
+        } else if !typed(&key.text)
+            && !typed_form(spec, map, request, &key.text, &entries[chosen].1)
+        {
             let fingerprint = if request && op.is_idempotent() {
                 "; its fingerprint covers the bytes as sent (the same fields in another order are another request)"
             } else {

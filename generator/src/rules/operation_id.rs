@@ -21,7 +21,7 @@ pub(super) fn check_present(op: &Operation<'_>, sink: &mut Sink<'_>) {
         ),
         None => sink.report(
             RuleId::OperationIdMissing,
-            (op.node.file, op.key.span),
+            op.key_at(),
             Some(op),
             format!("idempotent operation `{}` has no `operationId`", op.label()),
         ),

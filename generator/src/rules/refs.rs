@@ -3,7 +3,8 @@
 use super::{RuleId, Sink};
 use crate::spec::Operation;
 
-/// Keys a Reference Object may carry beside `$ref` (OpenAPI 3.1 lets them override the target's).
+/// Keys a Reference Object may carry beside `$ref` (OpenAPI 3.1 allows them to describe the
+/// reference); the generator reads the target's own, so they change nothing generated.
 const ALLOWED_SIBLINGS: [&str; 3] = ["$ref", "summary", "description"];
 
 /// Reports every key written beside an operation's `$ref` (an `x-idempotent: true` there would

@@ -13,7 +13,7 @@ pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) 
     let responses = op.responses(spec);
     let at = match op.responses_entry() {
         Some((key, _)) => (op.node.file, key.span),
-        None => (op.node.file, op.key.span),
+        None => op.key_at(),
     };
     let required = sink.config().required_statuses.clone();
     let mut recommended = sink.config().recommended_statuses.clone();
@@ -79,7 +79,7 @@ pub(super) fn check_unavailable(spec: &LoadedSpec, ops: &[&Operation<'_>], sink:
     // to each, and a finding per operation buries every other rule on a large spec.
     let at = match first.responses_entry() {
         Some((key, _)) => (first.node.file, key.span),
-        None => (first.node.file, first.key.span),
+        None => first.key_at(),
     };
     let shown: Vec<String> = missing.iter().take(3).map(|op| op.display_name()).collect();
     let more = match missing.len() {

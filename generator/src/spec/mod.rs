@@ -102,6 +102,12 @@ pub fn operations(spec: &LoadedSpec) -> Vec<Operation<'_>> {
 }
 
 impl<'a> Operation<'a> {
+    /// Where the operation's method key is written (`post:`): in the file of the Path Item, which
+    /// for an operation written as a `$ref` is not the file of [`Operation::node`].
+    pub fn key_at(&self) -> (crate::loader::FileId, crate::loader::Span) {
+        (self.written.file, self.key.span)
+    }
+
     /// Whether the operation carries `x-idempotent: true` (on any method).
     pub fn marked_idempotent(&self) -> bool {
         self.node
@@ -259,4 +265,65 @@ pub fn is_form(media: &str) -> bool {
         .unwrap_or("")
         .trim()
         .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+}
+
+/// Whether a form body's schema decodes as flat fields (what `application/x-www-form-urlencoded`
+/// carries without a convention for nesting): an object whose properties are all scalars
+/// (`string`, `integer`, `number`, `boolean`, optionally nullable, or string enums), with no
+/// typed `additionalProperties` and no composition. Anything else stays raw bytes.
+pub fn is_flat_form(spec: &LoadedSpec, schema: NodeRef<'_>) -> bool {
+    let schema = spec.deref(schema);
+    let node = schema.node;
+    let composed = ["allOf", "oneOf", "anyOf", "not"]
+        .iter()
+        .any(|k| node.get(k).is_some());
+    let open_map = node
+        .get("additionalProperties")
+        .is_some_and(|ap| ap.as_bool() != Some(false));
+    let is_object = match node.get("type") {
+        None => true,
+        Some(ty) => ty.as_str() == Some("object"),
+    };
+    let Some(properties) = node.get("properties").and_then(Node::as_map) else {
+        return false;
+    };
+    !composed
+        && !open_map
+        && is_object
+        && properties.entries().iter().all(|(_, property)| {
+            let property = spec.deref(NodeRef {
+                file: schema.file,
+                node: property,
+            });
+            is_scalar_schema(property.node)
+        })
+}
+
+/// A schema of one form field: a scalar type (or a list of them with `null`), or a string enum.
+fn is_scalar_schema(node: &Node) -> bool {
+    const SCALARS: [&str; 4] = ["string", "integer", "number", "boolean"];
+    let structured = [
+        "properties",
+        "items",
+        "allOf",
+        "oneOf",
+        "anyOf",
+        "additionalProperties",
+    ]
+    .iter()
+    .any(|k| node.get(k).is_some());
+    if structured {
+        return false;
+    }
+    match node.get("type") {
+        Some(ty) => match &ty.value {
+            crate::loader::Value::Str(t) => SCALARS.contains(&t.as_str()),
+            crate::loader::Value::Seq(types) => types.iter().all(|t| {
+                t.as_str()
+                    .is_some_and(|t| t == "null" || SCALARS.contains(&t))
+            }),
+            _ => false,
+        },
+        None => node.get("enum").is_some(),
+    }
 }

@@ -160,7 +160,20 @@ fn an_operation_written_as_a_ref_is_read_from_its_target() {
         .find(|f| f.rule == RuleId::KeyMissing)
         .expect("the key header is missing");
     let at = idemgen::report::locate(&report.spec, key_missing);
-    assert_eq!(at.path, "resources/droplets_create.yml");
+    // At the method key, in the root file that writes it: not a position of the other file.
+    assert_eq!(
+        (at.path.as_str(), at.start.line, at.start.col),
+        ("spec.yaml", 5, 5)
+    );
+    let in_target = report
+        .findings
+        .iter()
+        .map(|f| idemgen::report::locate(&report.spec, f))
+        .any(|l| l.path == "resources/droplets_create.yml");
+    assert!(
+        in_target,
+        "findings about the operation's content point into its file"
+    );
     assert!(
         !report
             .findings
@@ -390,4 +403,42 @@ fn messages_name_the_header_as_the_spec_spells_it_and_a_custom_header_is_suggest
         missing.help
     );
     assert!(missing.help.contains("idemgen.toml"), "{}", missing.help);
+}
+
+#[test]
+fn only_flat_forms_are_typed_the_rest_is_said_to_be_bytes() {
+    let spec = |property: &str| {
+        format!(
+            "openapi: 3.1.0\ninfo: {{title: T, version: '1'}}\npaths:\n  /p:\n    post:\n      operationId: p\n      requestBody:\n        required: true\n        content:\n          application/x-www-form-urlencoded:\n            schema:\n              type: object\n              properties:\n                amount: {{type: integer}}\n                {property}\n      responses:\n        '201': {{description: ok}}\n        '503': {{description: down}}\n"
+        )
+    };
+    for (property, flat) in [
+        ("note: {type: [string, 'null']}", true),
+        ("kind: {enum: [a, b]}", true),
+        ("tags: {type: array, items: {type: string}}", false),
+        (
+            "address: {type: object, properties: {line1: {type: string}}}",
+            false,
+        ),
+    ] {
+        let mut fs = idemgen::loader::MemoryFs::new();
+        fs.insert("spec.yaml", spec(property));
+        let loaded = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+        let api = idemgen::ir::Api::from_spec(&loaded, "Idempotency-Key");
+        let kind = &api.operations[0].body.as_ref().expect("a body").kind;
+        assert_eq!(
+            matches!(kind, idemgen::ir::BodyKind::Form(_)),
+            flat,
+            "{property}: {kind:?}"
+        );
+        let report = idemgen::check_loaded(loaded, &Config::default());
+        let untyped = report
+            .findings
+            .iter()
+            .any(|f| f.rule == RuleId::MediaTypeUntyped);
+        assert_eq!(
+            untyped, !flat,
+            "{property}: said out loud exactly when not typed"
+        );
+    }
 }

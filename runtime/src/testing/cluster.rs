@@ -221,7 +221,11 @@ impl Cluster {
             bin: self.bin.clone(),
             owner,
         };
-        init(&derived)?;
+        if let Err(e) = init(&derived) {
+            // Nothing owns the directory yet: remove it here, not leave it behind.
+            let _ = std::fs::remove_dir_all(&derived.dir);
+            return Err(e);
+        }
         let cluster = Cluster {
             dir: derived.dir,
             bin: self.bin.clone(),
