@@ -146,6 +146,9 @@ pub struct KeyIr {
     pub header: String,
     /// The spec's `maxLength`, at most 255 (255 when it declares none).
     pub max_length: u64,
+    /// The spec's `minLength`, at least 1 and at most `max_length` (1 when it declares none).
+    /// The runtime accepts any key of 1 to `max_length` characters; a probe sends at least this.
+    pub min_length: u64,
     /// Whether the spec declares the header `required: true`. The runtime requires the key
     /// either way; the generated docs say so when the spec does not.
     pub declared_required: bool,
@@ -623,6 +626,7 @@ fn operation_ir<'s>(
         let key = key.unwrap_or_else(|| KeyIr {
             header: key_header.to_string(),
             max_length: idemgen_protocol::MAX_KEY_LEN as u64,
+            min_length: 1,
             declared_required: false,
         });
         idempotency_ir(op, key, &params, body.as_ref(), &responses)
@@ -722,9 +726,16 @@ fn key_ir(spec: &LoadedSpec, p: &crate::spec::Parameter<'_>, wire: &str) -> KeyI
         .and_then(|v| u64::try_from(v).ok())
         .filter(|v| *v >= 1)
         .map_or(max, |v| v.min(max));
+    let min_length = p
+        .schema(spec)
+        .and_then(|s| s.node.get("minLength"))
+        .and_then(Node::as_int)
+        .and_then(|v| u64::try_from(v).ok())
+        .map_or(1, |v| v.clamp(1, max_length));
     KeyIr {
         header: wire.to_string(),
         max_length,
+        min_length,
         declared_required: p.node.node.get("required").and_then(Node::as_bool) == Some(true),
     }
 }

@@ -155,22 +155,28 @@ struct Target {
     key_header: String,
     /// The longest key the operation accepts: its header's `maxLength`, at most 255.
     max_key_length: usize,
+    /// The shortest key its spec allows: the header's `minLength` (at least 1).
+    min_key_length: usize,
     content_type: Option<String>,
     /// A valid body, and a second valid one that differs (for `changed-request`).
     body: Option<(Value, Option<Value>)>,
 }
 
-/// `key` itself when the operation accepts its length, else a digest of it cut to at most 32
-/// characters (and `max`): the probe's keys fit the header's `maxLength` (a UUID-sized limit of 36 is common)
-/// and stay distinct per run and per check.
-fn fitted(key: String, max: usize) -> String {
+/// `key` itself when the operation's spec allows its length, else padded to `min` or replaced by
+/// a digest of it cut to at most 32 characters (at least `min`, at most `max`): the probe's keys
+/// fit the header's `minLength`..`maxLength` (a UUID-sized 36..36 is common) and stay distinct
+/// per run and per check.
+fn fitted(key: String, min: usize, max: usize) -> String {
+    if key.len() < min {
+        return key_of_length(&key, min);
+    }
     if key.len() <= max {
         return key;
     }
     use sha2::Digest;
     // Shorter than the limit where it can be: only `key-at-limit` sends a key at it.
     let digest = hex_lower(&sha2::Sha256::digest(key.as_bytes()));
-    key_of_length(&digest, max.clamp(1, 32))
+    key_of_length(&digest, max.clamp(1, 32).max(min))
 }
 
 fn hex_lower(bytes: &[u8]) -> String {
@@ -342,6 +348,10 @@ fn unresolved(spec: &LoadedSpec, op: &crate::ir::OperationIr, tag: &str) -> Targ
             .map_or(idemgen_protocol::MAX_KEY_LEN, |i| {
                 usize::try_from(i.key.max_length).unwrap_or(idemgen_protocol::MAX_KEY_LEN)
             }),
+        min_key_length: op
+            .idempotency
+            .as_ref()
+            .map_or(1, |i| usize::try_from(i.key.min_length).unwrap_or(1)),
         content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
         body: body.map(|(_, first, second)| (first, second)),
     }
@@ -377,6 +387,7 @@ fn resource_from_create(
     let create_target = unresolved(spec, create, &format!("{tag}r"));
     let key = fitted(
         format!("probe-{tag}-{}-resource", op.id),
+        create_target.min_key_length,
         create_target.max_key_length,
     );
     let request = create_target.request(
@@ -415,6 +426,7 @@ fn dry_run(target: &Target, options: &Options, tag: &str, report: &mut ProbeRepo
     let key = |suffix: &str| {
         fitted(
             format!("probe-{tag}-{}-{suffix}", target.id),
+            target.min_key_length,
             target.max_key_length,
         )
     };
@@ -512,6 +524,7 @@ fn probe_operation(
     let key = |suffix: &str| {
         fitted(
             format!("probe-{tag}-{}-{suffix}", target.id),
+            target.min_key_length,
             target.max_key_length,
         )
     };

@@ -95,6 +95,8 @@ struct Server {
     defect: Defect,
     /// The longest key accepted.
     key_limit: usize,
+    /// The shortest key accepted.
+    key_min: usize,
     records: Mutex<HashMap<(String, String), Entry>>,
     next: AtomicU64,
 }
@@ -161,7 +163,7 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
         (_, None) => return problem(StatusCode::BAD_REQUEST, "key_missing"),
         (_, Some(key)) => key,
     };
-    let visible = !key.is_empty()
+    let visible = key.len() >= server.key_min.max(1)
         && key.len() <= server.key_limit
         && key.iter().all(|b| (0x21..=0x7e).contains(b));
     if !visible {
@@ -241,12 +243,18 @@ fn serve(defect: Defect) -> String {
 
 /// The same, accepting keys of at most `key_limit` characters.
 fn serve_with_limit(defect: Defect, key_limit: usize) -> String {
+    serve_with_bounds(defect, 1, key_limit)
+}
+
+/// The same, accepting keys of `key_min` to `key_limit` characters.
+fn serve_with_bounds(defect: Defect, key_min: usize, key_limit: usize) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
     let state = Arc::new(Server {
         defect,
         key_limit,
+        key_min,
         records: Mutex::new(HashMap::new()),
         next: AtomicU64::new(1),
     });
@@ -326,6 +334,14 @@ fn key_lengths_are_checked_against_the_operations_own_max_length() {
             "a server keeping keys of at most {limit} characters"
         );
     }
+    // UUID-sized keys (exactly 36): every key the probe sends fits, so a correct server passes.
+    let uuid = SPEC.replace("maxLength: 255", "minLength: 36, maxLength: 36");
+    let got = probe_failures_of(&uuid, Defect::None, serve_with_bounds(Defect::None, 36, 36));
+    assert_eq!(
+        got,
+        BTreeSet::new(),
+        "a server keeping keys of exactly 36 characters"
+    );
 }
 
 #[test]
