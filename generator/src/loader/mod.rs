@@ -435,19 +435,23 @@ impl Loader<'_> {
 
 /// Keys whose values are data, not OpenAPI or JSON Schema structure: a `$ref` inside an example or
 /// a default value is part of the value (Square's examples hold JSON documents that use `$ref`).
-fn is_data_key(key: &str) -> bool {
+pub(crate) fn is_data_key(key: &str) -> bool {
     matches!(key, "example" | "default" | "enum" | "const") || key.starts_with("x-")
 }
 
 /// Keys whose values are maps from names (property names, status codes, media types, component
-/// names, paths) to objects: there the keys are names, so a property called `example` or
-/// `default` is a schema like any other.
-fn is_name_map_key(key: &str) -> bool {
+/// names, paths) to objects, or to strings and lists (discriminator `mapping`, OAuth `scopes`,
+/// `dependentRequired`): there the keys are names, so a property called `example` or `default`
+/// is a schema like any other, and a discriminator value `$ref` is not a reference.
+pub(crate) fn is_name_map_key(key: &str) -> bool {
     matches!(
         key,
         "properties"
             | "patternProperties"
             | "dependentSchemas"
+            | "dependentRequired"
+            | "mapping"
+            | "scopes"
             | "$defs"
             | "definitions"
             | "schemas"

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use idemgen_protocol::pattern::compile;
 
 use super::{RuleId, Sink};
-use crate::loader::{LoadedSpec, Node, NodeRef, Value};
+use crate::loader::{self, LoadedSpec, Node, NodeRef, Value, is_name_map_key};
 
 /// What the keys of a mapping are in the walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,39 +18,10 @@ enum Keys {
     Names,
 }
 
-/// Keys whose values are data, never schemas: a `pattern` inside an example is part of it.
+/// Keys whose values are data, never schemas: the loader's (a `pattern` inside an example is part
+/// of it), and JSON Schema's `examples` array.
 fn is_data_key(key: &str) -> bool {
-    matches!(key, "example" | "examples" | "default" | "enum" | "const") || key.starts_with("x-")
-}
-
-/// Keys whose values map names to objects (the loader's list, and the maps of names to strings
-/// or lists: discriminator `mapping`, OAuth `scopes`, `dependentRequired`).
-fn is_name_map_key(key: &str) -> bool {
-    matches!(
-        key,
-        "properties"
-            | "patternProperties"
-            | "dependentSchemas"
-            | "dependentRequired"
-            | "$defs"
-            | "definitions"
-            | "schemas"
-            | "responses"
-            | "parameters"
-            | "requestBodies"
-            | "headers"
-            | "securitySchemes"
-            | "links"
-            | "callbacks"
-            | "pathItems"
-            | "paths"
-            | "webhooks"
-            | "content"
-            | "encoding"
-            | "variables"
-            | "mapping"
-            | "scopes"
-    )
+    loader::is_data_key(key) || key == "examples"
 }
 
 /// Reports every `pattern` keyword that does not compile, at its value: in the root document and
