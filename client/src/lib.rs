@@ -162,15 +162,6 @@ impl Client {
             match self.request(&call, key.as_deref(), policy).send().await {
                 Ok(response) => {
                     let status = response.status();
-                    if may_repeat && client_retries(status.as_u16(), repeatable, declares_429) {
-                        let wait = retry_after(response.headers(), policy)
-                            .unwrap_or_else(|| policy.backoff(attempt));
-                        if within_budget(wait) {
-                            drop(response);
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
-                    }
                     let headers = response.headers().clone();
                     let body = response.bytes().await.map_err(|error| Failure {
                         error,
@@ -178,6 +169,26 @@ impl Client {
                         may_have_executed: repeatable != Repeatable::Safe,
                         key: key.clone(),
                     })?;
+                    // A 409 is retried only when it is the protocol's in-flight answer, told
+                    // apart from a handler's business conflict by its problem type.
+                    let problem_type = (status == StatusCode::CONFLICT)
+                        .then(|| problem_type(&headers, &body))
+                        .flatten();
+                    if may_repeat
+                        && client_retries(
+                            status.as_u16(),
+                            problem_type.as_deref(),
+                            repeatable,
+                            declares_429,
+                        )
+                    {
+                        let wait =
+                            retry_after(&headers, policy).unwrap_or_else(|| policy.backoff(attempt));
+                        if within_budget(wait) {
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                    }
                     let replayed = headers
                         .get(idemgen_protocol::headers::IDEMPOTENT_REPLAYED)
                         .is_some_and(|v| v == "true");
@@ -244,6 +255,20 @@ impl Client {
         }
         request
     }
+}
+
+/// The `type` of a problem+json body (`None` for any other answer).
+fn problem_type(headers: &HeaderMap, body: &[u8]) -> Option<String> {
+    let is_problem = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(idemgen_protocol::problem::PROBLEM_JSON));
+    if !is_problem {
+        return None;
+    }
+    serde_json::from_slice::<ProblemDetails>(body)
+        .ok()
+        .map(|p| p.kind)
 }
 
 /// The `Retry-After` of a 409/429/503 (delay-seconds only), capped by the policy's `max_delay`.
@@ -441,6 +466,23 @@ impl Answer {
             return Error::Problem(self.reply(problem));
         }
         Error::Unexpected(self.unexpected("undeclared status"))
+    }
+
+    /// The protocol's own answer at a status it shares with handlers (409, 422 of an
+    /// `x-idempotent` operation: in flight, key reused, fingerprint version changed) as
+    /// [`Error::Problem`]; `None` for anything else, a handler's business conflict included,
+    /// which decodes as the declared response.
+    pub fn protocol_problem<E>(&self) -> Option<Error<E>> {
+        let code = self.status.as_u16();
+        if !idemgen_protocol::status::shared_with_handler(code, true) {
+            return None;
+        }
+        let kind = problem_type(&self.headers, &self.body)?;
+        idemgen_protocol::problem::protocol_problem(code, &kind)?;
+        match self.error() {
+            problem @ Error::Problem(_) => Some(problem),
+            _ => None,
+        }
     }
 
     fn unexpected(&self, why: impl Into<String>) -> Unexpected {

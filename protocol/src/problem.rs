@@ -173,6 +173,24 @@ impl ProblemKind {
     }
 }
 
+/// The protocol problem an answer of `status` with problem `type` is, if it is one: a kind the
+/// request pipeline answers itself (not [`ProblemKind::handler_may_answer`]) whose status and
+/// `type` URI both match. A handler's business problem (`"already captured"` at 409) is `None`,
+/// whatever its status, and so is a type under another status than its kind's.
+pub fn protocol_problem(status: u16, type_uri: &str) -> Option<ProblemKind> {
+    let code = type_uri.strip_prefix(TYPE_PREFIX)?;
+    ProblemKind::ALL.into_iter().find(|kind| {
+        !kind.handler_may_answer() && kind.code() == code && kind.status().as_u16() == status
+    })
+}
+
+/// Whether `type_uri` is one of the problem types idemgen defines (under [`TYPE_PREFIX`]): a
+/// handler's business problem at a status the protocol shares (409, 422) must not use one, or a
+/// client could take it for the protocol's answer.
+pub fn is_idemgen_type(type_uri: &str) -> bool {
+    type_uri.starts_with(TYPE_PREFIX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +206,30 @@ mod tests {
         let codes: std::collections::HashSet<_> =
             ProblemKind::ALL.iter().map(|k| k.code()).collect();
         assert_eq!(codes.len(), ProblemKind::ALL.len(), "codes are unique");
+    }
+
+    #[test]
+    fn protocol_answers_are_told_apart_by_type_and_status() {
+        for kind in ProblemKind::ALL {
+            let found = protocol_problem(kind.status().as_u16(), &kind.type_uri());
+            if kind.handler_may_answer() {
+                assert_eq!(found, None, "{kind:?}");
+            } else {
+                assert_eq!(found, Some(kind), "{kind:?}");
+            }
+        }
+        let in_flight = ProblemKind::InFlight.type_uri();
+        assert_eq!(protocol_problem(422, &in_flight), None);
+        assert_eq!(
+            protocol_problem(409, "https://payments.example/problems/already-captured"),
+            None
+        );
+        assert_eq!(
+            protocol_problem(409, "https://idemgen.dev/problems/idempotency_request_in_flight/x"),
+            None
+        );
+        assert!(is_idemgen_type(&in_flight));
+        assert!(!is_idemgen_type("https://payments.example/problems/already-captured"));
     }
 
     #[test]

@@ -16,11 +16,21 @@ pub const BODY_STATUSES: [u16; 2] = [413, 415];
 
 /// Whether only the request pipeline answers `status` for an operation (never a handler): 401
 /// (authentication), 405 (method), 413 (body limit), 415 (media type) and 500 (any failure) for
-/// every operation, and for idempotent ones also 409, 410, 422, 503 and 504, the protocol's own
-/// answers. A generated handler's typed error responses leave these statuses out.
+/// every operation, and for idempotent ones also 410, 503 and 504, the protocol's own answers. A
+/// generated handler's typed error responses leave these statuses out. 409 and 422 are
+/// [`shared_with_handler`]: a handler answers them with its own problem type.
 pub fn answered_by_runtime(status: u16, idempotent: bool) -> bool {
     matches!(status, 401 | 405 | 413 | 415 | 500)
-        || (idempotent && matches!(status, 409 | 410 | 422 | 503 | 504))
+        || (idempotent && matches!(status, 410 | 503 | 504))
+}
+
+/// Whether both the protocol and a handler answer `status` for an operation: 409 and 422 of an
+/// idempotent operation. The protocol answers them with its own problem types (in flight, key
+/// reused, fingerprint version changed); a handler answers its business conflicts ("already
+/// captured") with any other type, and clients tell the two apart by
+/// [`protocol_problem`](crate::problem::protocol_problem), never by the status alone.
+pub fn shared_with_handler(status: u16, idempotent: bool) -> bool {
+    idempotent && matches!(status, 409 | 422)
 }
 
 /// How a client may repeat a call (protocol.md, "Clients").
@@ -36,13 +46,28 @@ pub enum Repeatable {
 }
 
 /// Whether a client retries an answer of `status` to a call that is `repeatable`, given whether
-/// the operation declares 429. Keyed calls retry 409 (another attempt of the same key is in
-/// flight), 503 and 504 (nothing, or maybe something, committed: the key makes retrying safe);
-/// safe calls retry 503 and 504; a declared 429 is retried by both. Never 400, 401, 403, 410,
-/// 422 or any other answer: repeating them cannot change it.
-pub fn client_retries(status: u16, repeatable: Repeatable, declares_429: bool) -> bool {
+/// the operation declares 429 and the answer's problem `type` (`None` without a problem body).
+/// Keyed calls retry the protocol's 409 (another attempt of the same key is in flight: its type
+/// is `idempotency_request_in_flight`; a handler's business 409 is final), 503 and 504 (nothing,
+/// or maybe something, committed: the key makes retrying safe); safe calls retry 503 and 504; a
+/// declared 429 is retried by both. Never 400, 401, 403, 410, 422 or any other answer:
+/// repeating them cannot change it.
+pub fn client_retries(
+    status: u16,
+    problem_type: Option<&str>,
+    repeatable: Repeatable,
+    declares_429: bool,
+) -> bool {
+    let in_flight = || {
+        problem_type.and_then(|t| crate::problem::protocol_problem(status, t))
+            == Some(crate::problem::ProblemKind::InFlight)
+    };
     match repeatable {
-        Repeatable::Keyed => matches!(status, 409 | 503 | 504) || (status == 429 && declares_429),
+        Repeatable::Keyed => {
+            matches!(status, 503 | 504)
+                || (status == 409 && in_flight())
+                || (status == 429 && declares_429)
+        }
         Repeatable::Safe => matches!(status, 503 | 504) || (status == 429 && declares_429),
         Repeatable::Unsafe => false,
     }
@@ -51,38 +76,60 @@ pub fn client_retries(status: u16, repeatable: Repeatable, declares_429: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::problem::ProblemKind;
 
     #[test]
     fn clients_retry_only_what_a_repeat_can_change() {
-        for status in [409, 503, 504] {
-            assert!(client_retries(status, Repeatable::Keyed, false), "{status}");
+        let in_flight = ProblemKind::InFlight.type_uri();
+        let in_flight = Some(in_flight.as_str());
+        assert!(client_retries(409, in_flight, Repeatable::Keyed, false));
+        for status in [503, 504] {
+            assert!(client_retries(status, None, Repeatable::Keyed, false), "{status}");
         }
         for status in [400, 401, 403, 404, 410, 422, 500, 200, 201] {
-            assert!(!client_retries(status, Repeatable::Keyed, true), "{status}");
-            assert!(!client_retries(status, Repeatable::Safe, true), "{status}");
+            assert!(!client_retries(status, None, Repeatable::Keyed, true), "{status}");
+            assert!(!client_retries(status, None, Repeatable::Safe, true), "{status}");
         }
-        assert!(!client_retries(409, Repeatable::Safe, false));
-        assert!(!client_retries(429, Repeatable::Keyed, false));
-        assert!(client_retries(429, Repeatable::Keyed, true));
-        assert!(client_retries(503, Repeatable::Safe, false));
+        assert!(!client_retries(409, in_flight, Repeatable::Safe, false));
+        assert!(!client_retries(429, None, Repeatable::Keyed, false));
+        assert!(client_retries(429, None, Repeatable::Keyed, true));
+        assert!(client_retries(503, None, Repeatable::Safe, false));
         for status in [409, 429, 503, 504] {
             assert!(
-                !client_retries(status, Repeatable::Unsafe, true),
+                !client_retries(status, in_flight, Repeatable::Unsafe, true),
                 "{status}"
             );
         }
     }
 
     #[test]
+    fn a_business_conflict_is_final() {
+        // A handler's 409 ("already captured") carries its own type, or none: repeating the
+        // call cannot change it, so it is not retried.
+        for kind in [
+            Some("https://payments.example/problems/already-captured"),
+            Some("about:blank"),
+            None,
+        ] {
+            assert!(!client_retries(409, kind, Repeatable::Keyed, true), "{kind:?}");
+        }
+        // The protocol's type under another status is no in-flight answer either.
+        let in_flight = ProblemKind::InFlight.type_uri();
+        assert!(!client_retries(422, Some(&in_flight), Repeatable::Keyed, false));
+        assert!(shared_with_handler(409, true) && shared_with_handler(422, true));
+        assert!(!shared_with_handler(409, false) && !shared_with_handler(410, true));
+    }
+
+    #[test]
     fn the_protocol_owns_its_answers() {
-        for status in [409, 410, 422, 503, 504] {
+        for status in [410, 503, 504] {
             assert!(answered_by_runtime(status, true), "{status}");
             assert!(!answered_by_runtime(status, false), "{status}");
         }
         for status in [401, 405, 413, 415, 500] {
             assert!(answered_by_runtime(status, false));
         }
-        for status in [400, 403, 404, 200, 201] {
+        for status in [400, 403, 404, 409, 422, 200, 201] {
             assert!(!answered_by_runtime(status, true));
         }
     }

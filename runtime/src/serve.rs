@@ -435,20 +435,30 @@ fn handler_failed<Op: Operation>(
 }
 
 /// The response for an encoded result; an encoding failure (a handler bug) is an opaque 500, and
-/// so is a declared error response whose status the pipeline owns.
+/// so is a declared error response whose status the pipeline owns, or a business 409/422 that
+/// carries one of idemgen's problem types (a client would take it for the protocol's answer).
 fn encoded_response(
     operation: &'static str,
     encoded: Result<EncodedResponse, CodecError>,
     idempotent: bool,
 ) -> Response {
+    use idemgen_protocol::status::{answered_by_runtime, shared_with_handler};
     match encoded {
         Ok(encoded)
             if encoded.status.is_success()
-                || !idemgen_protocol::status::answered_by_runtime(
-                    encoded.status.as_u16(),
-                    idempotent,
-                ) =>
+                || !answered_by_runtime(encoded.status.as_u16(), idempotent) =>
         {
+            if shared_with_handler(encoded.status.as_u16(), idempotent)
+                && let Some(kind) = idemgen_type(&encoded.body)
+            {
+                tracing::error!(
+                    operation,
+                    status = encoded.status.as_u16(),
+                    r#type = kind,
+                    "a handler answered a business conflict with one of idemgen's problem types; answering 500"
+                );
+                return Problem::new(ProblemKind::Internal).into_response();
+            }
             render(encoded)
         }
         Ok(encoded) => {
@@ -464,6 +474,18 @@ fn encoded_response(
             Problem::new(ProblemKind::Internal).into_response()
         }
     }
+}
+
+/// The problem `type` of a JSON body, when it is one of idemgen's own (`None` for any other body:
+/// a business problem's own type, no `type`, not JSON).
+fn idemgen_type(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    let kind = serde_json::from_slice::<Typed>(body).ok()?.kind?;
+    idemgen_protocol::problem::is_idemgen_type(&kind).then_some(kind)
 }
 
 /// Answers a request refused before its handler ran (401, 400, 413, 403), logging its line.
@@ -496,6 +518,43 @@ fn log(operation: &'static str, owner: &str, outcome: &'static str, status: Stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn business_conflicts_keep_their_own_type() {
+        let in_flight = format!(
+            r#"{{"type":"{}","title":"x"}}"#,
+            ProblemKind::InFlight.type_uri()
+        );
+        assert!(idemgen_type(in_flight.as_bytes()).is_some());
+        for own in [
+            &br#"{"type":"https://payments.example/problems/already-captured"}"#[..],
+            br#"{"title":"no type"}"#,
+            br#"[1,2]"#,
+            b"not json",
+        ] {
+            assert_eq!(idemgen_type(own), None);
+        }
+        let answer = |status: u16, body: &str| {
+            encoded_response(
+                "capturePayment",
+                Ok(EncodedResponse {
+                    status: StatusCode::from_u16(status).unwrap(),
+                    headers: HeaderMap::new(),
+                    body: body.as_bytes().to_vec(),
+                }),
+                true,
+            )
+            .status()
+            .as_u16()
+        };
+        let business = r#"{"type":"https://payments.example/problems/already-captured"}"#;
+        assert_eq!(answer(409, business), 409);
+        assert_eq!(answer(422, business), 422);
+        assert_eq!(answer(409, &in_flight), 500);
+        assert_eq!(answer(422, &in_flight), 500);
+        // 410, 503 and 504 stay the protocol's, whatever the body.
+        assert_eq!(answer(410, business), 500);
+    }
 
     #[test]
     fn opaque_failures_are_classified_without_database_text() {

@@ -103,7 +103,7 @@ pub async fn publish(
     owner: &str,
     id: Uuid,
     channel: &str,
-) -> Result<Option<WidgetRow>, sqlx::Error> {
+) -> Result<Published, sqlx::Error> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE widgets SET published = true WHERE id = $1 AND owner = $2 RETURNING {COLUMNS}"
     )))
@@ -111,13 +111,38 @@ pub async fn publish(
     .bind(owner)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some(row) = row else { return Ok(None) };
+    let Some(row) = row else {
+        return Ok(Published::NotFound);
+    };
     let widget = from_row(&row)?;
+    // The UPDATE above holds the widget's row lock until the transaction ends, so concurrent
+    // publications of one widget (with different keys) see each other's events here.
+    let elsewhere: Option<String> = sqlx::query_scalar(
+        "SELECT channel FROM outbox WHERE widget_id = $1 AND channel <> $2 LIMIT 1",
+    )
+    .bind(id)
+    .bind(channel)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(channel) = elsewhere {
+        return Ok(Published::Elsewhere(channel));
+    }
     sqlx::query("INSERT INTO outbox (widget_id, channel, payload) VALUES ($1, $2, $3)")
         .bind(id)
         .bind(channel)
         .bind(serde_json::json!({"event": "widget.published", "widget_id": id, "channel": channel}))
         .execute(conn)
         .await?;
-    Ok(Some(widget))
+    Ok(Published::Now(widget))
+}
+
+/// What publishing a widget did.
+#[derive(Debug)]
+pub enum Published {
+    /// Published on the channel (again, if it was already): one more outbox event.
+    Now(WidgetRow),
+    /// Already published on another channel (named): nothing was written.
+    Elsewhere(String),
+    /// No widget of this owner has the id.
+    NotFound,
 }

@@ -4,9 +4,12 @@
 use idemgen_runtime::{HandlerResult, PgStore, Principal, Problem, ProblemKind, TxHandle};
 use sqlx::PgPool;
 
-use crate::api::types::{Widget, WidgetColor, WidgetList};
+use crate::api::types::{self, Widget, WidgetColor, WidgetList};
 use crate::api::*;
-use crate::repo::{self, WidgetRow};
+use crate::repo::{self, Published, WidgetRow};
+
+/// The problem type of publishing a widget on a second channel (a business 409).
+pub const ALREADY_PUBLISHED: &str = "https://widgets.example/problems/already-published";
 
 /// The widgets service.
 #[derive(Debug, Clone)]
@@ -157,8 +160,18 @@ impl WidgetsApi for Widgets {
         }
         // The state change and its outbox event commit with the idempotency record.
         match repo::publish(tx.conn(), &principal.owner, request.id, channel).await? {
-            Some(row) => Ok(PublishWidgetResponse::Status200(to_widget(row)?)),
-            None => Err(not_found().into()),
+            Published::Now(row) => Ok(PublishWidgetResponse::Status200(to_widget(row)?)),
+            // A business conflict, declared as the operation's 409 with the service's own problem
+            // type: clients do not retry it (they retry only the protocol's in-flight 409).
+            Published::Elsewhere(on) => Err(PublishWidgetError::Status409(types::Problem {
+                r#type: ALREADY_PUBLISHED.to_owned(),
+                title: "The widget is already published on another channel".to_owned(),
+                status: 409,
+                code: Some("already_published".to_owned()),
+                detail: Some(format!("published on `{on}`; a widget has one channel")),
+            })
+            .into()),
+            Published::NotFound => Err(not_found().into()),
         }
     }
 }

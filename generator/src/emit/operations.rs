@@ -328,12 +328,17 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
         };
     }
     let owned = if op.is_idempotent() {
-        "401, 405, 409, 410, 413, 415, 422, 500, 503 and 504"
+        "401, 405, 410, 413, 415, 500, 503 and 504"
     } else {
         "401, 405, 413, 415 and 500"
     };
+    let shared = if op.is_idempotent() {
+        " A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's."
+    } else {
+        ""
+    };
     let doc = doc_attrs(&format!(
-        "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.",
+        "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.{shared}",
         what(op)
     ));
     let variants = variants(errors.iter().copied(), Side::Server);

@@ -160,6 +160,76 @@ struct Target {
     content_type: Option<String>,
     /// A valid body, and a second valid one that differs (for `changed-request`).
     body: Option<(Value, Option<Value>)>,
+    /// The declared 4xx statuses (codes, and `4XX`/`default` as 4xx at large): a business answer
+    /// is one of these.
+    declared_4xx: Declared4xx,
+}
+
+/// Which 4xx answers the operation declares.
+#[derive(Debug, Clone, Default)]
+struct Declared4xx {
+    codes: Vec<u16>,
+    any: bool,
+}
+
+impl Declared4xx {
+    fn of(op: &crate::ir::OperationIr) -> Declared4xx {
+        let mut out = Declared4xx::default();
+        for r in &op.responses {
+            match r.status {
+                crate::ir::StatusKey::Code(c @ 400..=499) => out.codes.push(c),
+                crate::ir::StatusKey::Range(4) | crate::ir::StatusKey::Default => out.any = true,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn contains(&self, status: u16) -> bool {
+        (400..500).contains(&status) && (self.any || self.codes.contains(&status))
+    }
+}
+
+/// The problem `type` of an answer, when it is problem+json with one.
+fn problem_type(got: &http::Got) -> Option<String> {
+    got.header("content-type")
+        .is_some_and(|ct| ct.starts_with(idemgen_protocol::problem::PROBLEM_JSON))
+        .then(|| serde_json::from_slice::<Value>(&got.body).ok())
+        .flatten()?
+        .get("type")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Whether an answer is the protocol's 409 or 422 (told apart from a business conflict by its
+/// problem type, protocol.md "Status codes and problem types").
+fn protocol_conflict(got: &http::Got) -> bool {
+    matches!(got.status, 409 | 422)
+        && problem_type(got)
+            .is_some_and(|t| idemgen_protocol::problem::protocol_problem(got.status, &t).is_some())
+}
+
+/// Why an answer is the handler's business answer rather than the protocol's or a failure: a
+/// declared 4xx that is not a request the probe got wrong (400, 401, 405, 413, 415) and not one of
+/// the protocol's problems. A check that meets one on a setup or first request is skipped with
+/// it as the reason, never failed: the server's state, not its protocol, answered.
+fn business_answer(exchange: &Exchange, declared: &Declared4xx) -> Option<String> {
+    let got = &exchange.got;
+    if !declared.contains(got.status) || matches!(got.status, 400 | 401 | 405 | 413 | 415) {
+        return None;
+    }
+    let kind = problem_type(got);
+    if kind
+        .as_deref()
+        .is_some_and(|t| idemgen_protocol::problem::protocol_problem(got.status, t).is_some())
+    {
+        return None;
+    }
+    Some(format!(
+        "the server answered a business {}{} (declared, not the protocol's)",
+        got.status,
+        kind.map(|t| format!(" `{t}`")).unwrap_or_default()
+    ))
 }
 
 /// `key` itself when the operation's spec allows its length, else padded to `min` or replaced by
@@ -354,6 +424,7 @@ fn unresolved(spec: &LoadedSpec, op: &crate::ir::OperationIr, tag: &str) -> Targ
             .map_or(1, |i| usize::try_from(i.key.min_length).unwrap_or(1)),
         content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
         body: body.map(|(_, first, second)| (first, second)),
+        declared_4xx: Declared4xx::of(op),
     }
 }
 
@@ -561,10 +632,13 @@ fn probe_operation(
         Some(&key_of_length(&key("limit"), target.max_key_length)),
         body,
     ))?;
+    let business = |e: &Exchange| business_answer(e, &target.declared_4xx);
     record(
         "key-at-limit",
         if (200..300).contains(&at_limit.got.status) {
             Outcome::Passed
+        } else if let Some(reason) = business(&at_limit) {
+            Outcome::Skipped { reason }
         } else {
             failed(
                 &at_limit,
@@ -580,16 +654,22 @@ fn probe_operation(
     let first_key = key("first");
     let first = send(&target.request(options, Some(&first_key), body))?;
     let first_ok = (200..300).contains(&first.got.status);
+    let first_business = business(&first);
     record(
         "first-succeeds",
-        if first_ok {
-            Outcome::Passed
-        } else {
-            failed(&first, format!("answered {}, not 2xx", first.got.status))
+        match &first_business {
+            _ if first_ok => Outcome::Passed,
+            Some(reason) => Outcome::Skipped {
+                reason: reason.clone(),
+            },
+            None => failed(&first, format!("answered {}, not 2xx", first.got.status)),
         },
     );
     let skipped_first = || Outcome::Skipped {
-        reason: "the first request did not succeed".into(),
+        reason: match &first_business {
+            Some(reason) => format!("the first request did not succeed: {reason}"),
+            None => "the first request did not succeed".into(),
+        },
     };
     if first_ok {
         let retry = send(&target.request(options, Some(&first_key), body))?;
@@ -643,6 +723,8 @@ fn probe_operation(
                 "failure-not-stored",
                 if executed {
                     Outcome::Passed
+                } else if let Some(reason) = business(&valid) {
+                    Outcome::Skipped { reason }
                 } else {
                     failed(
                         &valid,
@@ -666,7 +748,10 @@ fn probe_operation(
     let storm_key = key("storm");
     let request = target.request(options, Some(&storm_key), body);
     let answers = http::send_concurrently(&request, 20);
-    record("concurrent", concurrent(&answers, &mut problems));
+    record(
+        "concurrent",
+        concurrent(&answers, &target.declared_4xx, &mut problems),
+    );
 
     // owners-independent
     if options.other_headers.is_empty() {
@@ -788,7 +873,7 @@ fn independent(first: &Exchange, theirs: &Exchange) -> Outcome {
             ),
         );
     }
-    if got.status == 422 || got.status == 409 {
+    if protocol_conflict(got) || (matches!(got.status, 409 | 422) && problem_type(got).is_none()) {
         return failed(
             theirs,
             format!(
@@ -800,9 +885,15 @@ fn independent(first: &Exchange, theirs: &Exchange) -> Outcome {
     Outcome::Passed
 }
 
-/// `concurrent`: one distinct 2xx body, everything else 409 with `Retry-After`.
-fn concurrent(answers: &[Result<Exchange, String>], problems: &mut Vec<Exchange>) -> Outcome {
+/// `concurrent`: one distinct 2xx body, everything else the protocol's 409 with `Retry-After`;
+/// skipped when no request succeeded because the handler answered a business conflict.
+fn concurrent(
+    answers: &[Result<Exchange, String>],
+    declared: &Declared4xx,
+    problems: &mut Vec<Exchange>,
+) -> Outcome {
     let mut bodies: Vec<&[u8]> = Vec::new();
+    let mut business = None;
     for answer in answers {
         let exchange = match answer {
             Ok(e) => e,
@@ -818,6 +909,8 @@ fn concurrent(answers: &[Result<Exchange, String>], problems: &mut Vec<Exchange>
             if !bodies.contains(&got.body.as_slice()) {
                 bodies.push(&got.body);
             }
+        } else if let Some(reason) = business_answer(exchange, declared) {
+            business.get_or_insert(reason);
         } else if got.status == 409 {
             problems.push(exchange.clone());
             if got.header("retry-after").is_none() {
@@ -832,6 +925,9 @@ fn concurrent(answers: &[Result<Exchange, String>], problems: &mut Vec<Exchange>
     }
     match bodies.len() {
         1 => Outcome::Passed,
+        0 if business.is_some() => Outcome::Skipped {
+            reason: business.unwrap_or_default(),
+        },
         0 => Outcome::Failed {
             why: "no concurrent request succeeded".into(),
             evidence: None,

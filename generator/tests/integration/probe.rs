@@ -80,7 +80,13 @@ enum Defect {
     MissingKeyAccepted,
     /// A 409 for a key in flight has no `Retry-After`.
     NoRetryAfter,
+    /// Not a defect: a stateful API (a capture) whose only execution that succeeds is the first;
+    /// every later one answers its declared 409 with a business problem type of its own.
+    CapturedOnce,
 }
+
+/// The problem type of the `CapturedOnce` server's business conflict.
+const ALREADY_CAPTURED: &str = "https://things.example/problems/already-captured";
 
 enum Entry {
     InFlight,
@@ -101,12 +107,22 @@ struct Server {
     next: AtomicU64,
 }
 
+/// A problem of the protocol's, typed as idemgen types it (the probe tells the protocol's 409
+/// and 422 apart from business conflicts by their type).
 fn problem(status: StatusCode, code: &str) -> Response {
+    typed_problem(
+        status,
+        &format!("{}{code}", idemgen_protocol::problem::TYPE_PREFIX),
+        code,
+    )
+}
+
+fn typed_problem(status: StatusCode, kind: &str, code: &str) -> Response {
     (
         status,
         [("content-type", "application/problem+json")],
         format!(
-            r#"{{"type":"about:blank","title":"{code}","status":{},"code":"{code}"}}"#,
+            r#"{{"type":"{kind}","title":"{code}","status":{},"code":"{code}"}}"#,
             status.as_u16()
         ),
     )
@@ -157,17 +173,17 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
         (Defect::NoIdempotency, _) | (Defect::MissingKeyAccepted, None) => {
             return match valid_name {
                 Some(name) => answer(StatusCode::CREATED, &execute(&name), false, defect),
-                None => problem(StatusCode::BAD_REQUEST, "invalid_body"),
+                None => problem(StatusCode::BAD_REQUEST, "invalid_request"),
             };
         }
-        (_, None) => return problem(StatusCode::BAD_REQUEST, "key_missing"),
+        (_, None) => return problem(StatusCode::BAD_REQUEST, "idempotency_key_missing"),
         (_, Some(key)) => key,
     };
     let visible = key.len() >= server.key_min.max(1)
         && key.len() <= server.key_limit
         && key.iter().all(|b| (0x21..=0x7e).contains(b));
     if !visible {
-        return problem(StatusCode::BAD_REQUEST, "key_invalid");
+        return problem(StatusCode::BAD_REQUEST, "idempotency_key_invalid");
     }
     let key = String::from_utf8(key).unwrap();
     let scope = if defect == Defect::GlobalKeys {
@@ -179,7 +195,7 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
         let mut records = server.records.lock().unwrap();
         match records.get(&scope) {
             Some(Entry::InFlight) => {
-                let mut response = problem(StatusCode::CONFLICT, "in_flight");
+                let mut response = problem(StatusCode::CONFLICT, "idempotency_request_in_flight");
                 if defect != Defect::NoRetryAfter {
                     response
                         .headers_mut()
@@ -193,7 +209,7 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
                 body,
             }) => {
                 if *stored != request && defect != Defect::No422 {
-                    return problem(StatusCode::UNPROCESSABLE_ENTITY, "key_reused");
+                    return problem(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused");
                 }
                 if defect == Defect::ReplaysAnotherBody {
                     let name = valid_name.unwrap_or_default();
@@ -217,13 +233,18 @@ async fn create(State(server): State<Arc<Server>>, headers: HeaderMap, request: 
                     body: r#"{"title":"failed"}"#.into(),
                 },
             );
-            return problem(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+            return problem(StatusCode::INTERNAL_SERVER_ERROR, "internal_error");
         }
         records.remove(&scope);
-        return problem(StatusCode::BAD_REQUEST, "invalid_body");
+        return problem(StatusCode::BAD_REQUEST, "invalid_request");
     };
     // Long enough for 20 concurrent requests to find the key in flight.
     tokio::time::sleep(Duration::from_millis(100)).await;
+    if defect == Defect::CapturedOnce && server.next.load(Ordering::SeqCst) > 1 {
+        // A business answer: not stored, the key free again.
+        server.records.lock().unwrap().remove(&scope);
+        return typed_problem(StatusCode::CONFLICT, ALREADY_CAPTURED, "already_captured");
+    }
     let body = execute(&name);
     server.records.lock().unwrap().insert(
         scope,
@@ -370,6 +391,51 @@ fn each_defect_is_caught_by_the_check_that_names_it() {
         let expected: BTreeSet<&str> = expected.iter().copied().collect();
         assert_eq!(failed, expected, "{defect:?}");
     }
+}
+
+#[test]
+fn business_answers_skip_checks_and_never_fail_them() {
+    // The first execution (key-at-limit's) succeeds; every later one is a business 409.
+    let mut fs = MemoryFs::new();
+    fs.insert("/spec/openapi.yaml", SPEC);
+    let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).unwrap();
+    let options = Options {
+        base_url: serve(Defect::CapturedOnce),
+        headers: vec![("Authorization".into(), "Bearer alice".into())],
+        other_headers: vec![("Authorization".into(), "Bearer bob".into())],
+        ..Options::default()
+    };
+    let report = probe::run(&spec, "Idempotency-Key", &options).expect("the probe runs");
+    assert!(!report.failed(), "{:#?}", report.results);
+    let outcome = |check: &str| {
+        &report
+            .results
+            .iter()
+            .find(|r| r.check == check)
+            .unwrap()
+            .outcome
+    };
+    for check in ["key-missing", "key-malformed", "key-at-limit"] {
+        assert_eq!(outcome(check), &Outcome::Passed, "{check}");
+    }
+    for check in [
+        "first-succeeds",
+        "retry-replays",
+        "changed-request",
+        "failure-not-stored",
+        "concurrent",
+        "owners-independent",
+    ] {
+        match outcome(check) {
+            Outcome::Skipped { reason } => assert!(
+                reason.contains("business 409") && reason.contains(ALREADY_CAPTURED),
+                "{check}: {reason}"
+            ),
+            other => panic!("{check}: {other:?}"),
+        }
+    }
+    // The protocol's own 409 is no business answer: a server whose in-flight 409 lacks
+    // Retry-After still fails (each_defect_is_caught_by_the_check_that_names_it).
 }
 
 #[test]

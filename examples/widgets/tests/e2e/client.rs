@@ -7,13 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use idemgen_client::{CallOptions, Client, Error, HeaderValue, RetryPolicy};
+use idemgen_runtime::ProblemKind;
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use widgets::client::types::NewWidget;
-use widgets::client::{CreateWidgetError, CreateWidgetResponse, ListWidgetsParams, WidgetsClient};
+use widgets::client::types::PublishRequest;
+use widgets::client::{
+    CreateWidgetError, CreateWidgetResponse, ListWidgetsParams, PublishWidgetError, WidgetsClient,
+};
 
 use crate::support::*;
 
@@ -313,13 +317,15 @@ async fn a_409_is_waited_out_into_the_replay_and_422_and_410_surface_at_once() {
         assert!(Instant::now() < deadline, "the first attempt never claimed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Without retries the 409 is the answer, as declared.
+    // Without retries the 409 is the answer: the protocol's (told apart from a business 409 of
+    // the operation's by its problem type), so a problem, not the declared response.
     let once = client(&server.base, RetryPolicy::off())
         .create_widget(&new_widget("held"), &CallOptions::with_key("held"))
         .await;
     match once {
-        Err(Error::Response(reply)) => {
-            assert!(matches!(reply.value, CreateWidgetError::Status409(_)));
+        Err(Error::Problem(reply)) => {
+            assert_eq!(reply.value.kind, ProblemKind::InFlight.type_uri());
+            assert_eq!(reply.status.as_u16(), 409);
             assert_eq!(reply.attempts, 1);
         }
         other => panic!("{other:?}"),
@@ -350,8 +356,8 @@ async fn a_409_is_waited_out_into_the_replay_and_422_and_410_surface_at_once() {
         .create_widget(&new_widget("other"), &CallOptions::with_key("held"))
         .await;
     match reused {
-        Err(Error::Response(reply)) => {
-            assert!(matches!(reply.value, CreateWidgetError::Status422(_)));
+        Err(Error::Problem(reply)) => {
+            assert_eq!(reply.value.kind, ProblemKind::KeyReused.type_uri());
             assert_eq!(reply.attempts, 1);
         }
         other => panic!("{other:?}"),
@@ -376,6 +382,64 @@ async fn a_409_is_waited_out_into_the_replay_and_422_and_410_surface_at_once() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+
+/// A business conflict is the handler's declared 409 with the service's own problem type: the
+/// client returns it at once as the declared error (no retry, unlike the protocol's in-flight
+/// 409), nothing is stored, and a retry with the same key runs the handler again.
+#[tokio::test]
+async fn a_business_409_is_the_declared_error_never_retried_nor_stored() {
+    let db = fresh_db().await;
+    let server = Server::start(&db, &[]).await;
+    let retrying = client(&server.base, RetryPolicy::default());
+    let created = retrying
+        .create_widget(&new_widget("one channel"), &CallOptions::default())
+        .await
+        .unwrap();
+    let CreateWidgetResponse::Status201 { body, .. } = created.value;
+    let on = |channel: &str| -> PublishRequest {
+        serde_json::from_value(json!({ "channel": channel })).unwrap()
+    };
+    retrying
+        .publish_widget(&body.id, &on("news"), &CallOptions::with_key("pub-news"))
+        .await
+        .expect("published");
+    for attempt in 0..2 {
+        let second = retrying
+            .publish_widget(&body.id, &on("blog"), &CallOptions::with_key("pub-blog"))
+            .await;
+        match second {
+            Err(Error::Response(reply)) => {
+                let PublishWidgetError::Status409(problem) = &reply.value else {
+                    panic!("{:?}", reply.value);
+                };
+                assert_eq!(problem.r#type, widgets::service::ALREADY_PUBLISHED);
+                assert_eq!(reply.attempts, 1, "a business 409 is not retried");
+                assert!(!reply.replayed, "attempt {attempt}: never stored");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Not stored: the key's record was released, no result row exists for it, and the other
+    // channel's event is the only one.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM idempotency_records WHERE idempotency_key = 'pub-blog' AND response_status IS NOT NULL",
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM outbox WHERE channel = 'blog'").await,
+        0
+    );
+    // Republishing on the same channel with a new key succeeds (no conflict).
+    retrying
+        .publish_widget(&body.id, &on("news"), &CallOptions::with_key("pub-news-2"))
+        .await
+        .expect("same channel again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

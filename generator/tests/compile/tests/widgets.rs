@@ -57,6 +57,28 @@ impl WidgetsApi for Service {
                 })
                 .into());
             }
+            // A business conflict: the declared 409, with the service's own problem type.
+            "duplicate" => {
+                return Err(CreateWidgetError::Status409(types::Problem {
+                    r#type: "https://example.com/duplicate-name".into(),
+                    title: "Duplicate name".into(),
+                    status: 409,
+                    code: Some("duplicate_name".into()),
+                    detail: None,
+                })
+                .into());
+            }
+            // The declared 409 dressed as the protocol's in-flight answer: refused.
+            "borrowed" => {
+                return Err(CreateWidgetError::Status409(types::Problem {
+                    r#type: ProblemKind::InFlight.type_uri(),
+                    title: ProblemKind::InFlight.title().into(),
+                    status: 409,
+                    code: Some(ProblemKind::InFlight.code().into()),
+                    detail: None,
+                })
+                .into());
+            }
             // A problem keeps its status through `?`.
             "nope" => Err(Problem::new(ProblemKind::Forbidden).with_detail("not this name"))?,
             // The protocol's own answers cannot be borrowed by a handler.
@@ -748,6 +770,36 @@ async fn handler_errors_keep_their_meaning_and_are_never_stored() {
     assert_eq!(conflict.json["code"], "internal_error");
     assert!(conflict.headers.get("retry-after").is_none());
     assert!(store.is_empty());
+    // A business conflict is the declared 409 with the handler's own type: answered as is, never
+    // stored (a retry runs the handler again), and told apart from the protocol's by its type.
+    for _ in 0..2 {
+        let duplicate = send(
+            &app,
+            "POST",
+            "/widgets",
+            Some("alice"),
+            Some("k"),
+            r#"{"name":"duplicate"}"#,
+        )
+        .await;
+        assert_eq!(duplicate.status, StatusCode::CONFLICT);
+        assert_eq!(duplicate.json["type"], "https://example.com/duplicate-name");
+        assert!(duplicate.headers.get("idempotent-replayed").is_none());
+        assert!(store.is_empty());
+    }
+    // Dressed as the protocol's in-flight 409, it is an opaque 500 instead.
+    let borrowed = send(
+        &app,
+        "POST",
+        "/widgets",
+        Some("alice"),
+        Some("k"),
+        r#"{"name":"borrowed"}"#,
+    )
+    .await;
+    assert_eq!(borrowed.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(borrowed.json["code"], "internal_error");
+    assert!(store.is_empty());
     // The same key then executes.
     let ok = send(
         &app,
@@ -759,7 +811,7 @@ async fn handler_errors_keep_their_meaning_and_are_never_stored() {
     )
     .await;
     assert_eq!(ok.status, StatusCode::CREATED);
-    assert_eq!(service.creates.load(Ordering::SeqCst), 4);
+    assert_eq!(service.creates.load(Ordering::SeqCst), 7);
     // A read's declared error carries the handler's body.
     let missing = send(
         &app,

@@ -79,7 +79,7 @@ impl cg::Encode for CreatePaymentResponse {
         }
     }
 }
-/// The error responses a handler of `createPayment` (`POST /payments`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `createPayment` (`POST /payments`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreatePaymentError {
@@ -87,12 +87,18 @@ pub enum CreatePaymentError {
     Status400(::std::collections::BTreeMap<::std::string::String, ::serde_json::Value>),
     /// 403: A problem.
     Status403(::std::collections::BTreeMap<::std::string::String, ::serde_json::Value>),
+    /// 409: A problem.
+    Status409(::std::collections::BTreeMap<::std::string::String, ::serde_json::Value>),
+    /// 422: A problem.
+    Status422(::std::collections::BTreeMap<::std::string::String, ::serde_json::Value>),
 }
 impl cg::Encode for CreatePaymentError {
     fn encode(self) -> cg::Encoded {
         match self {
             Self::Status400(body) => cg::json(400, "application/problem+json", &body),
             Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status409(body) => cg::json(409, "application/problem+json", &body),
+            Self::Status422(body) => cg::json(422, "application/problem+json", &body),
         }
     }
 }

@@ -157,7 +157,7 @@ impl cg::Encode for CreateWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreateWidgetError {
@@ -165,12 +165,18 @@ pub enum CreateWidgetError {
     Status400(types::Problem),
     /// 403: An RFC 9457 problem.
     Status403(types::Problem),
+    /// 409: An RFC 9457 problem.
+    Status409(types::Problem),
+    /// 422: An RFC 9457 problem.
+    Status422(types::Problem),
 }
 impl cg::Encode for CreateWidgetError {
     fn encode(self) -> cg::Encoded {
         match self {
             Self::Status400(body) => cg::json(400, "application/problem+json", &body),
             Self::Status403(body) => cg::json(403, "application/problem+json", &body),
+            Self::Status409(body) => cg::json(409, "application/problem+json", &body),
+            Self::Status422(body) => cg::json(422, "application/problem+json", &body),
         }
     }
 }
@@ -526,7 +532,7 @@ impl cg::Encode for PublishWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 409, 410, 413, 415, 422, 500, 503 and 504) are not among them.
+/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum PublishWidgetError {
@@ -536,6 +542,10 @@ pub enum PublishWidgetError {
     Status403(types::Problem),
     /// 404: An RFC 9457 problem.
     Status404(types::Problem),
+    /// 409: An RFC 9457 problem.
+    Status409(types::Problem),
+    /// 422: An RFC 9457 problem.
+    Status422(types::Problem),
 }
 impl cg::Encode for PublishWidgetError {
     fn encode(self) -> cg::Encoded {
@@ -543,6 +553,8 @@ impl cg::Encode for PublishWidgetError {
             Self::Status400(body) => cg::json(400, "application/problem+json", &body),
             Self::Status403(body) => cg::json(403, "application/problem+json", &body),
             Self::Status404(body) => cg::json(404, "application/problem+json", &body),
+            Self::Status409(body) => cg::json(409, "application/problem+json", &body),
+            Self::Status422(body) => cg::json(422, "application/problem+json", &body),
         }
     }
 }

@@ -1,13 +1,14 @@
-//! A handler cannot answer with the protocol's own statuses: `createWidget` declares 409, but the
-//! 409 is the pipeline's (key in flight), so the handler's error type has no such variant.
+//! A handler cannot answer with the protocol's own statuses: `createWidget` declares 410, but the
+//! 410 is the pipeline's (the created resource was deleted), so the handler's error type has no
+//! such variant. (409 and 422 are shared: a business conflict is a variant.)
 
 use idemgen_compile_tests::widgets::*;
 
 fn main() {
-    let _ = CreateWidgetError::Status409(types::Problem {
+    let _ = CreateWidgetError::Status410(types::Problem {
         r#type: "t".into(),
         title: "t".into(),
-        status: 409,
+        status: 410,
         code: None,
         detail: None,
     });
