@@ -182,8 +182,8 @@ impl Client {
                             declares_429,
                         )
                     {
-                        let wait =
-                            retry_after(&headers, policy).unwrap_or_else(|| policy.backoff(attempt));
+                        let wait = retry_after(&headers, policy)
+                            .unwrap_or_else(|| policy.backoff(attempt));
                         if within_budget(wait) {
                             tokio::time::sleep(wait).await;
                             continue;

@@ -85,11 +85,17 @@ pub enum RuleId {
     StreamNotReplayable,
     /// A schema's `pattern` is not an ECMA-262 regular expression the engine compiles.
     PatternInvalid,
+    /// A `security` list, requirement or scheme the generated server cannot enforce as written.
+    SecurityInvalid,
+    /// A security requirement names no scheme of `components.securitySchemes`.
+    SecuritySchemeUnknown,
+    /// An idempotent operation admits anonymous callers (`security: []` or `- {}`).
+    IdempotentAnonymous,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 26] = [
+    pub const ALL: [RuleId; 29] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -116,6 +122,9 @@ impl RuleId {
         RuleId::MediaTypeUntyped,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
+        RuleId::SecurityInvalid,
+        RuleId::SecuritySchemeUnknown,
+        RuleId::IdempotentAnonymous,
     ];
 
     /// The stable id.
@@ -147,6 +156,9 @@ impl RuleId {
             RuleId::MediaTypeUntyped => "media-type-untyped",
             RuleId::StreamNotReplayable => "stream-not-replayable",
             RuleId::PatternInvalid => "pattern-invalid",
+            RuleId::SecurityInvalid => "security-invalid",
+            RuleId::SecuritySchemeUnknown => "security-scheme-unknown",
+            RuleId::IdempotentAnonymous => "idempotent-anonymous",
         }
     }
 
@@ -188,7 +200,7 @@ impl RuleId {
                 "An idempotent operation declares every required error response."
             }
             RuleId::RecommendedResponseMissing => {
-                "An idempotent operation declares 409 and 410 (key in use, key expired)."
+                "An idempotent operation declares 409 and 410 (another attempt in flight, the created resource deleted)."
             }
             RuleId::ErrorResponseNotProblemJson => {
                 "Error responses of idempotent operations use `application/problem+json`."
@@ -241,6 +253,15 @@ impl RuleId {
             RuleId::PatternInvalid => {
                 "Every schema `pattern` is an ECMA-262 regular expression (with the `u` flag), which the generated code enforces."
             }
+            RuleId::SecurityInvalid => {
+                "`security` is a list of requirement objects whose scopes are strings, and every scheme it uses is one a server checks (apiKey in a header, query or cookie; http with a scheme; oauth2; openIdConnect; mutualTLS)."
+            }
+            RuleId::SecuritySchemeUnknown => {
+                "Every scheme a security requirement names is declared in `components.securitySchemes`."
+            }
+            RuleId::IdempotentAnonymous => {
+                "An idempotent operation requires credentials: its keys are scoped to the authenticated caller."
+            }
         }
     }
 
@@ -280,6 +301,9 @@ impl RuleId {
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
+            RuleId::SecurityInvalid => "write security as a list of requirements, each naming declared schemes with their scopes:\n\nsecurity:\n  - bearer: []\n  - oauth: [payments:write]\ncomponents:\n  securitySchemes:\n    bearer: {type: http, scheme: bearer}\n    apiKey: {type: apiKey, in: header, name: X-Api-Key}".to_string(),
+            RuleId::SecuritySchemeUnknown => "declare the scheme the requirement names:\n\ncomponents:\n  securitySchemes:\n    bearer:\n      type: http\n      scheme: bearer".to_string(),
+            RuleId::IdempotentAnonymous => "require credentials on the operation (a key needs an owner), or drop x-idempotent:\n\nsecurity:\n  - bearer: []".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

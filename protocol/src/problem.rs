@@ -225,11 +225,16 @@ mod tests {
             None
         );
         assert_eq!(
-            protocol_problem(409, "https://idemgen.dev/problems/idempotency_request_in_flight/x"),
+            protocol_problem(
+                409,
+                "https://idemgen.dev/problems/idempotency_request_in_flight/x"
+            ),
             None
         );
         assert!(is_idemgen_type(&in_flight));
-        assert!(!is_idemgen_type("https://payments.example/problems/already-captured"));
+        assert!(!is_idemgen_type(
+            "https://payments.example/problems/already-captured"
+        ));
     }
 
     #[test]

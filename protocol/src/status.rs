@@ -84,11 +84,20 @@ mod tests {
         let in_flight = Some(in_flight.as_str());
         assert!(client_retries(409, in_flight, Repeatable::Keyed, false));
         for status in [503, 504] {
-            assert!(client_retries(status, None, Repeatable::Keyed, false), "{status}");
+            assert!(
+                client_retries(status, None, Repeatable::Keyed, false),
+                "{status}"
+            );
         }
         for status in [400, 401, 403, 404, 410, 422, 500, 200, 201] {
-            assert!(!client_retries(status, None, Repeatable::Keyed, true), "{status}");
-            assert!(!client_retries(status, None, Repeatable::Safe, true), "{status}");
+            assert!(
+                !client_retries(status, None, Repeatable::Keyed, true),
+                "{status}"
+            );
+            assert!(
+                !client_retries(status, None, Repeatable::Safe, true),
+                "{status}"
+            );
         }
         assert!(!client_retries(409, in_flight, Repeatable::Safe, false));
         assert!(!client_retries(429, None, Repeatable::Keyed, false));
@@ -111,11 +120,19 @@ mod tests {
             Some("about:blank"),
             None,
         ] {
-            assert!(!client_retries(409, kind, Repeatable::Keyed, true), "{kind:?}");
+            assert!(
+                !client_retries(409, kind, Repeatable::Keyed, true),
+                "{kind:?}"
+            );
         }
         // The protocol's type under another status is no in-flight answer either.
         let in_flight = ProblemKind::InFlight.type_uri();
-        assert!(!client_retries(422, Some(&in_flight), Repeatable::Keyed, false));
+        assert!(!client_retries(
+            422,
+            Some(&in_flight),
+            Repeatable::Keyed,
+            false
+        ));
         assert!(shared_with_handler(409, true) && shared_with_handler(422, true));
         assert!(!shared_with_handler(409, false) && !shared_with_handler(410, true));
     }

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use http::StatusCode;
 use serde::Serialize;
 
+pub use crate::auth::{ApiKeyIn, Requirement, Scheme, SchemeKind, Security};
 pub use crate::operation::{Idempotent, Operation};
 use crate::problem::Problem;
 pub use crate::request::RequestParts;

@@ -36,7 +36,9 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use auth::{Authenticator, Principal};
+pub use auth::{
+    ApiKeyIn, Authenticator, Credentials, Principal, Requirement, Scheme, SchemeKind, Security,
+};
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
 pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};

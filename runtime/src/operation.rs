@@ -9,6 +9,7 @@
 use idemgen_protocol::KeyHeader;
 use serde::Serialize;
 
+use crate::auth::Security;
 use crate::problem::Problem;
 use crate::request::RequestParts;
 use crate::response::Encode;
@@ -20,6 +21,9 @@ pub trait Operation: Send + Sync + 'static {
     const ID: &'static str;
     /// Whether the operation takes a request body (otherwise a body sent anyway is not read).
     const HAS_BODY: bool = false;
+    /// The operation's `security` (its own, else the document's): the schemes and scopes the
+    /// pipeline checks after authentication, and whether anonymous callers are admitted.
+    const SECURITY: Security = Security::UNDECLARED;
     /// The parsed and validated parameters and body.
     type Request: Send + 'static;
     /// The operation's 2xx responses: the only results ever stored and replayed.

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use idemgen_protocol::Fingerprint;
 
-use crate::auth::{Authenticator, Principal};
+use crate::auth::{Authenticator, Credentials, Principal};
 use crate::executor::{ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle};
 use crate::operation::{
     Authorization, BoxError, HandlerError, HandlerResult, Idempotent, Operation,
@@ -156,9 +156,23 @@ async fn admit<Op: Operation, A, S: Store, Au: Authenticator>(
             bad_request("the Authorization header must be sent exactly once"),
         ));
     }
-    let principal = match server.authenticator.authenticate(&parts.headers).await {
-        Ok(principal) => principal,
-        Err(problem) => return Err(reject(Op::ID, None, problem)),
+    let principal = {
+        let security = Op::SECURITY;
+        let credentials = Credentials::new(&parts.headers, parts.uri.query(), &security);
+        if security.admits_anonymous() && credentials.presented().next().is_none() {
+            // `security: []` or `- {}`, and no credential of the operation's schemes: served
+            // without the authenticator (a public read, a webhook).
+            Principal::anonymous()
+        } else {
+            let principal = match server.authenticator.authenticate(&credentials).await {
+                Ok(principal) => principal,
+                Err(problem) => return Err(reject(Op::ID, None, problem)),
+            };
+            if let Err(problem) = security.check(&credentials, &principal) {
+                return Err(reject(Op::ID, Some(&principal.owner), problem));
+            }
+            principal
+        }
     };
     let refuse = |problem| reject(Op::ID, Some(&principal.owner), problem);
     let path = match RawPathParams::from_request_parts(&mut parts, &()).await {
@@ -331,6 +345,16 @@ where
         headers,
     } = admitted;
     let owner = principal.owner.clone();
+    if principal.is_anonymous() {
+        // `idemgen check` refuses an idempotent operation that admits anonymous callers; an
+        // authenticator that returns no owner is refused here all the same: a key needs one.
+        return reject(
+            Op::ID,
+            None,
+            Problem::new(ProblemKind::Unauthenticated)
+                .with_detail("this operation needs credentials: its keys are scoped to the caller"),
+        );
+    }
     let key = match crate::request::key_from_headers(&headers, &Op::KEY) {
         Ok(key) => key,
         Err(problem) => return reject(Op::ID, Some(&owner), problem),

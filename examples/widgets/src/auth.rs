@@ -3,8 +3,7 @@
 
 use std::collections::HashMap;
 
-use http::HeaderMap;
-use idemgen_runtime::{Authenticator, Principal, Problem, ProblemKind};
+use idemgen_runtime::{Authenticator, Credentials, Principal, Problem, ProblemKind};
 
 use crate::config::Account;
 
@@ -29,19 +28,16 @@ fn unauthenticated(detail: &str) -> Problem {
 }
 
 impl Authenticator for TokenAuth {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Problem> {
-        let value = headers
-            .get(http::header::AUTHORIZATION)
+    async fn authenticate(&self, request: &Credentials<'_>) -> Result<Principal, Problem> {
+        // The spec's `bearer` scheme (`type: http, scheme: bearer`): the runtime reads what
+        // follows `Bearer ` in `Authorization` for it.
+        let token = request
+            .presented()
+            .find_map(|scheme| request.credential(scheme))
             .ok_or_else(|| unauthenticated("send Authorization: Bearer <token>"))?;
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or_else(|| unauthenticated("the Authorization header must be Bearer <token>"))?;
         let account = self
             .tokens
-            .get(token)
+            .get(token.as_ref())
             .ok_or_else(|| unauthenticated("unknown token"))?;
         let principal = Principal::new(account.owner.clone());
         Ok(if account.read_only {
@@ -59,19 +55,33 @@ mod tests {
 
     #[tokio::test]
     async fn bearer_tokens() {
+        use idemgen_runtime::codegen::Operation;
         let auth = TokenAuth::new(parse_tokens("t1=alice").unwrap());
-        let mut h = HeaderMap::new();
+        // The security the spec gives `createWidget`: bearer.
+        let security = crate::api::CreateWidget::SECURITY;
+        let mut h = http::HeaderMap::new();
+        let answer = |h: &http::HeaderMap| {
+            let h = h.clone();
+            let auth = auth.clone();
+            async move {
+                auth.authenticate(&Credentials::new(&h, None, &security))
+                    .await
+            }
+        };
         assert_eq!(
-            auth.authenticate(&h).await.unwrap_err().kind(),
+            answer(&h).await.unwrap_err().kind(),
             ProblemKind::Unauthenticated
         );
-        h.insert("authorization", "Bearer nope".parse().unwrap());
+        h.insert("authorization", "Basic dDE6".parse().unwrap());
         assert_eq!(
-            auth.authenticate(&h).await.unwrap_err().kind().status(),
-            401
+            answer(&h).await.unwrap_err().kind(),
+            ProblemKind::Unauthenticated,
+            "not the spec's scheme"
         );
+        h.insert("authorization", "Bearer nope".parse().unwrap());
+        assert_eq!(answer(&h).await.unwrap_err().kind().status(), 401);
         h.insert("authorization", "Bearer t1".parse().unwrap());
-        let alice = auth.authenticate(&h).await.unwrap();
+        let alice = answer(&h).await.unwrap();
         assert_eq!(alice.owner, "alice");
         assert!(!alice.has_role(READ_ONLY));
     }

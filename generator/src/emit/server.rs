@@ -10,11 +10,59 @@ use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
 use crate::ir::types::TypeRef;
-use crate::ir::{Api, BodyKind, Idempotency, OperationIr, ParamLocation};
+use crate::ir::{Api, BodyKind, Idempotency, OperationIr, ParamLocation, SecurityIr};
+use crate::spec::security::{ApiKeyIn, SchemeKind};
 
 use super::doc_attrs;
 use super::operations::{input_ident, operation_ident, request_ident, response_ident, what};
 use super::validate::Validation;
+
+/// `const SECURITY`, when the spec declares security for the operation.
+fn security_const(op: &OperationIr) -> Option<TokenStream> {
+    let SecurityIr::Declared(alternatives) = &op.security else {
+        return None;
+    };
+    let alternatives = alternatives.iter().map(|alternative| {
+        let requirements = alternative.iter().map(|r| {
+            let name = Literal::string(&r.scheme);
+            let kind = match &r.kind {
+                SchemeKind::ApiKey { name, location } => {
+                    // Header names are matched lower case (`http::HeaderMap`); query and
+                    // cookie names as written.
+                    let name = match location {
+                        ApiKeyIn::Header => name.to_ascii_lowercase(),
+                        ApiKeyIn::Query | ApiKeyIn::Cookie => name.clone(),
+                    };
+                    let name = Literal::string(&name);
+                    let location = match location {
+                        ApiKeyIn::Header => quote!(Header),
+                        ApiKeyIn::Query => quote!(Query),
+                        ApiKeyIn::Cookie => quote!(Cookie),
+                    };
+                    quote!(cg::SchemeKind::ApiKey { name: #name, location: cg::ApiKeyIn::#location })
+                }
+                SchemeKind::Http { scheme } => {
+                    let scheme = Literal::string(scheme);
+                    quote!(cg::SchemeKind::Http { scheme: #scheme })
+                }
+                SchemeKind::OAuth2 => quote!(cg::SchemeKind::OAuth2),
+                SchemeKind::OpenIdConnect => quote!(cg::SchemeKind::OpenIdConnect),
+                SchemeKind::MutualTls => quote!(cg::SchemeKind::MutualTls),
+            };
+            let scopes = r.scopes.iter().map(|s| Literal::string(s));
+            quote! {
+                cg::Requirement {
+                    scheme: &cg::Scheme { name: #name, kind: #kind },
+                    scopes: &[#(#scopes),*],
+                }
+            }
+        });
+        quote!(&[#(#requirements),*])
+    });
+    Some(quote! {
+        const SECURITY: cg::Security = cg::Security::declared(&[#(#alternatives),*]);
+    })
+}
 
 fn trait_ident(api: &Api) -> Ident {
     ident(&api.trait_name)
@@ -35,6 +83,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
             const HAS_BODY: bool = true;
         )
     });
+    let security = security_const(op);
     let summary = op
         .doc
         .as_deref()
@@ -86,6 +135,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
         impl cg::Operation for #name {
             const ID: &'static str = #id;
             #has_body
+            #security
             type Request = #request;
             type Response = #response;
             type Error = #error;

@@ -72,6 +72,58 @@ pub struct OperationIr {
     pub body: Option<BodyIr>,
     /// The declared responses, in document order.
     pub responses: Vec<ResponseIr>,
+    /// `security` (the operation's, else the document's), as the pipeline enforces it.
+    pub security: SecurityIr,
+}
+
+/// An operation's `security`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecurityIr {
+    /// Neither the operation nor the document declares any: the authenticator decides alone.
+    Undeclared,
+    /// Alternatives (any one suffices), each a set of requirements (all must hold). Empty, or
+    /// with an empty alternative: anonymous callers are admitted.
+    Declared(Vec<Vec<RequirementIr>>),
+}
+
+/// One scheme as an operation requires it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequirementIr {
+    /// The scheme's name in `components.securitySchemes`.
+    pub scheme: String,
+    /// What it is.
+    pub kind: spec::security::SchemeKind,
+    /// The scopes (roles) required.
+    pub scopes: Vec<String>,
+}
+
+impl SecurityIr {
+    /// The security of `op` as the spec declares it. A requirement `check` refuses (an unknown
+    /// or unreadable scheme, scopes that are not strings) drops its whole alternative: what is
+    /// generated never admits more than the spec says.
+    fn of(spec: &LoadedSpec, op: &Operation<'_>) -> SecurityIr {
+        let Some(security) = spec::security::of(spec, op) else {
+            return SecurityIr::Undeclared;
+        };
+        let alternatives = security
+            .alternatives
+            .iter()
+            .filter(|a| a.node.node.as_map().is_some())
+            .filter_map(|a| {
+                a.requirements
+                    .iter()
+                    .map(|r| {
+                        Some(RequirementIr {
+                            scheme: r.name.text.clone(),
+                            kind: spec::security::kind(r.scheme?.node).ok()?,
+                            scopes: spec::security::scopes(r.scopes)?,
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .collect();
+        SecurityIr::Declared(alternatives)
+    }
 }
 
 impl OperationIr {
@@ -646,6 +698,7 @@ fn operation_ir<'s>(
         params,
         body,
         responses,
+        security: SecurityIr::of(spec, op),
     }
 }
 

@@ -13,6 +13,7 @@ mod operation_id;
 pub(crate) mod patterns;
 mod refs;
 mod responses;
+mod security;
 pub mod snippet;
 
 use std::collections::HashMap;
@@ -139,6 +140,7 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
         media::check_operation(spec, op, &mut sink);
         extensions::check_operation(op, &mut sink);
         extensions::check_tombstones(op, &ops, &mut sink);
+        security::check_operation(spec, op, &mut sink);
         if op.is_idempotent() {
             operation_id::check_present(op, &mut sink);
             header::check_key(spec, op, &mut sink);

@@ -4,6 +4,7 @@
 //! The view borrows from a [`LoadedSpec`]; it copies nothing but small structs of references.
 
 pub mod extensions;
+pub mod security;
 
 use crate::loader::{Key, LoadedSpec, Node, NodeRef};
 

@@ -125,6 +125,24 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/stream-not-replayable.yaml",
         &["stream-not-replayable@10:7", "media-type-untyped@14:13"],
     );
+    // `security: []` and an optional `- {}` on idempotent operations; a public read is fine.
+    case(
+        "rules/idempotent-anonymous.yaml",
+        &["idempotent-anonymous@10:7", "idempotent-anonymous@22:7"],
+    );
+    case(
+        "rules/security-scheme-unknown.yaml",
+        &["security-scheme-unknown@12:11"],
+    );
+    // Scopes that are not a list, `security` that is not one, an apiKey `in: body`.
+    case(
+        "rules/security-invalid.yaml",
+        &[
+            "security-invalid@10:18",
+            "security-invalid@21:17",
+            "security-invalid@30:13",
+        ],
+    );
     // Not in `example`, `default` or `x-` data; a property called `pattern` is a schema; `\_`
     // fails with the `u` flag; a number is not a pattern.
     case(

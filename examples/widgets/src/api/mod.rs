@@ -218,6 +218,21 @@ pub struct CreateWidget;
 impl cg::Operation for CreateWidget {
     const ID: &'static str = "createWidget";
     const HAS_BODY: bool = true;
+    const SECURITY: cg::Security = cg::Security::declared(
+        &[
+            &[
+                cg::Requirement {
+                    scheme: &cg::Scheme {
+                        name: "bearer",
+                        kind: cg::SchemeKind::Http {
+                            scheme: "bearer",
+                        },
+                    },
+                    scopes: &[],
+                },
+            ],
+        ],
+    );
     type Request = CreateWidgetRequest;
     type Response = CreateWidgetResponse;
     type Error = CreateWidgetError;
@@ -315,6 +330,21 @@ for ::idemgen_runtime::HandlerError<ListWidgetsError> {
 pub struct ListWidgets;
 impl cg::Operation for ListWidgets {
     const ID: &'static str = "listWidgets";
+    const SECURITY: cg::Security = cg::Security::declared(
+        &[
+            &[
+                cg::Requirement {
+                    scheme: &cg::Scheme {
+                        name: "bearer",
+                        kind: cg::SchemeKind::Http {
+                            scheme: "bearer",
+                        },
+                    },
+                    scopes: &[],
+                },
+            ],
+        ],
+    );
     type Request = ListWidgetsRequest;
     type Response = ListWidgetsResponse;
     type Error = ListWidgetsError;
@@ -409,6 +439,21 @@ for ::idemgen_runtime::HandlerError<GetWidgetError> {
 pub struct GetWidget;
 impl cg::Operation for GetWidget {
     const ID: &'static str = "getWidget";
+    const SECURITY: cg::Security = cg::Security::declared(
+        &[
+            &[
+                cg::Requirement {
+                    scheme: &cg::Scheme {
+                        name: "bearer",
+                        kind: cg::SchemeKind::Http {
+                            scheme: "bearer",
+                        },
+                    },
+                    scopes: &[],
+                },
+            ],
+        ],
+    );
     type Request = GetWidgetRequest;
     type Response = GetWidgetResponse;
     type Error = GetWidgetError;
@@ -492,6 +537,21 @@ for ::idemgen_runtime::HandlerError<DeleteWidgetError> {
 pub struct DeleteWidget;
 impl cg::Operation for DeleteWidget {
     const ID: &'static str = "deleteWidget";
+    const SECURITY: cg::Security = cg::Security::declared(
+        &[
+            &[
+                cg::Requirement {
+                    scheme: &cg::Scheme {
+                        name: "bearer",
+                        kind: cg::SchemeKind::Http {
+                            scheme: "bearer",
+                        },
+                    },
+                    scopes: &[],
+                },
+            ],
+        ],
+    );
     type Request = DeleteWidgetRequest;
     type Response = DeleteWidgetResponse;
     type Error = DeleteWidgetError;
@@ -608,6 +668,21 @@ pub struct PublishWidget;
 impl cg::Operation for PublishWidget {
     const ID: &'static str = "publishWidget";
     const HAS_BODY: bool = true;
+    const SECURITY: cg::Security = cg::Security::declared(
+        &[
+            &[
+                cg::Requirement {
+                    scheme: &cg::Scheme {
+                        name: "bearer",
+                        kind: cg::SchemeKind::Http {
+                            scheme: "bearer",
+                        },
+                    },
+                    scopes: &[],
+                },
+            ],
+        ],
+    );
     type Request = PublishWidgetRequest;
     type Response = PublishWidgetResponse;
     type Error = PublishWidgetError;

@@ -384,7 +384,6 @@ async fn a_409_is_waited_out_into_the_replay_and_422_and_410_surface_at_once() {
     }
 }
 
-
 /// A business conflict is the handler's declared 409 with the service's own problem type: the
 /// client returns it at once as the declared error (no retry, unlike the protocol's in-flight
 /// 409), nothing is stored, and a retry with the same key runs the handler again.

@@ -11,6 +11,10 @@ pub mod patterns;
 #[rustfmt::skip]
 pub mod patterns_client;
 #[rustfmt::skip]
+pub mod security;
+#[rustfmt::skip]
+pub mod security_client;
+#[rustfmt::skip]
 pub mod shapes;
 #[rustfmt::skip]
 pub mod shapes_client;

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::Body;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Request, StatusCode};
 use idemgen_compile_tests::shapes::*;
 use idemgen_runtime::codegen::{Idempotent, KeyHeader};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
-    Problem, Server, TxHandle,
+    Authenticator, Credentials, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore,
+    Principal, Problem, Server, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -103,7 +103,7 @@ impl ShapesApi for Pets {
 struct Anyone;
 
 impl Authenticator for Anyone {
-    async fn authenticate(&self, _: &HeaderMap) -> Result<Principal, Problem> {
+    async fn authenticate(&self, _: &Credentials<'_>) -> Result<Principal, Problem> {
         Ok(Principal::new("alice"))
     }
 }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use axum::body::Body;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Request, StatusCode};
 use idemgen_compile_tests::forms::{self, types, *};
 use idemgen_compile_tests::forms_client;
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal, Problem,
-    ProblemKind, Server, TxHandle,
+    Authenticator, Credentials, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal,
+    Problem, ProblemKind, Server, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -50,8 +50,9 @@ impl PaymentsApi for Service {
 struct Anyone;
 
 impl Authenticator for Anyone {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Problem> {
-        headers
+    async fn authenticate(&self, request: &Credentials<'_>) -> Result<Principal, Problem> {
+        request
+            .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(Principal::new)

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::Body;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Request, StatusCode};
 use idemgen_compile_tests::patterns::{self, types, *};
 use idemgen_runtime::codegen::{FieldPath, Operation, Validate};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal, Problem,
-    ProblemKind, Server, TxHandle,
+    Authenticator, Credentials, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal,
+    Problem, ProblemKind, Server, TxHandle,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -56,8 +56,9 @@ impl PatternsApi for Cards {
 struct HeaderAuth;
 
 impl Authenticator for HeaderAuth {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Problem> {
-        headers
+    async fn authenticate(&self, request: &Credentials<'_>) -> Result<Principal, Problem> {
+        request
+            .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(Principal::new)

@@ -10,8 +10,8 @@ use http::{HeaderMap, Request, StatusCode};
 use idemgen_compile_tests::widgets::{self, types, *};
 use idemgen_runtime::codegen::Idempotent;
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore, Principal,
-    Problem, ProblemKind, Server, ServerConfig, TxHandle,
+    Authenticator, Credentials, Executor, ExecutorConfig, HandlerError, HandlerResult, MemoryStore,
+    Principal, Problem, ProblemKind, Server, ServerConfig, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -199,10 +199,13 @@ fn allow(principal: &Principal) -> Result<(), Problem> {
 struct HeaderAuth;
 
 impl Authenticator for HeaderAuth {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Problem> {
-        headers
+    async fn authenticate(&self, request: &Credentials<'_>) -> Result<Principal, Problem> {
+        // The fixture declares no security: the authenticator alone reads the token.
+        request
+            .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
             .map(Principal::new)
             .ok_or_else(|| Problem::new(ProblemKind::Unauthenticated))
     }
@@ -242,7 +245,7 @@ async fn send(
 ) -> Reply {
     let mut request = Request::builder().method(method).uri(uri);
     if let Some(owner) = owner {
-        request = request.header("authorization", owner);
+        request = request.header("authorization", format!("Bearer {owner}"));
     }
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
@@ -671,7 +674,7 @@ async fn validation_keywords_are_400_before_any_claim() {
     let request = Request::builder()
         .method("GET")
         .uri("/widgets")
-        .header("authorization", "alice")
+        .header("authorization", "Bearer alice")
         .header("x-request-id", "r".repeat(65))
         .body(Body::empty())
         .unwrap();
