@@ -229,7 +229,7 @@ impl RuleId {
                 "A change of an idempotent operation's semantic input comes with a bump of `x-idempotency-fingerprint-version` (checked against `idemgen.lock`)."
             }
             RuleId::TombstoneTargetInvalid => {
-                "`x-idempotency-tombstones` names an idempotent operation of the spec by its `operationId`."
+                "`x-idempotency-tombstones` names idempotent operations of the spec by their `operationId` (one, or a list)."
             }
             RuleId::KeyPattern => {
                 "The idempotency key header's schema has a `pattern` (visible ASCII), so that tools generate keys the server accepts."
@@ -288,7 +288,7 @@ impl RuleId {
             RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
             RuleId::XIdempotentNotBoolean => "use a boolean, not a string or number:\n\nx-idempotent: true".to_string(),
             RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
-            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: [createWidget]   # on the delete of what createWidget made".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
             RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
@@ -299,7 +299,7 @@ impl RuleId {
             RuleId::MediaTypeUntyped => "serve the body as JSON, or accept that it is handled as raw bytes:\n\ncontent:\n  application/json:\n    schema:\n      $ref: \"#/components/schemas/Widget\"".to_string(),
             RuleId::StreamNotReplayable => "give the operation a stored success response (JSON), or drop x-idempotent:\n\nresponses:\n  \"200\":\n    content:\n      application/json:\n        schema:\n          $ref: \"#/components/schemas/Completion\"".to_string(),
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
-            RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
+            RuleId::TombstoneTargetInvalid => "name the idempotent operations whose records are about what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: [createWidget, publishWidget]".to_string(),
             RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
             RuleId::SecurityInvalid => "write security as a list of requirements, each naming declared schemes with their scopes:\n\nsecurity:\n  - bearer: []\n  - oauth: [payments:write]\ncomponents:\n  securitySchemes:\n    bearer: {type: http, scheme: bearer}\n    apiKey: {type: apiKey, in: header, name: X-Api-Key}".to_string(),
             RuleId::SecuritySchemeUnknown => "declare the scheme the requirement names:\n\ncomponents:\n  securitySchemes:\n    bearer:\n      type: http\n      scheme: bearer".to_string(),

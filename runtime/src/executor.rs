@@ -150,22 +150,32 @@ impl<S: Store> TxHandle<S> {
         self.resource_ref.as_deref()
     }
 
-    /// Inside this transaction, turns the completed record of operation `Op` that created
-    /// `resource_ref` for `principal` into a tombstone: a late retry of that create is answered
-    /// 410 instead of replaying a resource that no longer exists. Typed by the operation, so a
+    /// Inside this transaction, turns the completed records of operation `Op` about
+    /// `resource_ref` for `principal` into tombstones: a late retry is answered 410 instead of
+    /// replaying a result about a resource that no longer exists. Typed by the operation, so a
     /// renamed or non-idempotent operation does not compile. Returns how many records changed.
+    ///
+    /// An operation with `x-idempotency-tombstones` has this done by the pipeline for every
+    /// operation it lists and the resource its path names; call it for a resource referenced
+    /// otherwise.
     pub async fn tombstone<Op: Idempotent>(
         &mut self,
         principal: &Principal,
         resource_ref: impl std::fmt::Display,
     ) -> Result<u64, StoreError> {
+        self.tombstone_records(&principal.owner, Op::ID, &resource_ref.to_string())
+            .await
+    }
+
+    /// [`TxHandle::tombstone`] by operation id, for the pipeline.
+    pub(crate) async fn tombstone_records(
+        &mut self,
+        owner: &str,
+        operation: &str,
+        resource_ref: &str,
+    ) -> Result<u64, StoreError> {
         self.store
-            .tombstone_resource(
-                &mut self.tx,
-                &principal.owner,
-                Op::ID,
-                &resource_ref.to_string(),
-            )
+            .tombstone_resource(&mut self.tx, owner, operation, resource_ref)
             .await
     }
 }
@@ -443,6 +453,12 @@ impl<S: Store> Executor<S> {
             resource_ref,
             ..
         } = handle;
+        // The resource a record is about, for `x-idempotency-tombstones`: the one the handler
+        // named, else the one its path names (a capture of `/payments/{id}` is about the payment).
+        let resource_ref = resource_ref.or_else(|| {
+            let scope = &request.scope.resource_scope;
+            (!scope.is_empty()).then(|| scope.clone())
+        });
         let response = match result {
             Ok(response) => response,
             Err(e) => {

@@ -24,6 +24,10 @@ pub trait Operation: Send + Sync + 'static {
     /// The operation's `security` (its own, else the document's): the schemes and scopes the
     /// pipeline checks after authentication, and whether anonymous callers are admitted.
     const SECURITY: Security = Security::UNDECLARED;
+    /// `x-idempotency-tombstones`: the idempotent operations whose records about this operation's
+    /// resource ([`Operation::resource_ref`]) the pipeline tombstones, in the handler's
+    /// transaction, when the handler succeeds (a late retry of them is answered 410).
+    const TOMBSTONES: &'static [&'static str] = &[];
     /// The parsed and validated parameters and body.
     type Request: Send + 'static;
     /// The operation's 2xx responses: the only results ever stored and replayed.
@@ -35,6 +39,12 @@ pub trait Operation: Send + Sync + 'static {
 
     /// Parses the parameters and body (400 naming what is wrong).
     fn extract(request: &RequestParts) -> Result<Self::Request, Problem>;
+
+    /// The resource the request is about, as records remember it: the path parameter values
+    /// joined as the key's resource scope is; empty when the path has none.
+    fn resource_ref(_request: &Self::Request) -> String {
+        String::new()
+    }
 
     /// Checks the spec's validation keywords (`maxLength`, `minimum`, …); `Err` is the
     /// client-facing detail naming the first failing value.

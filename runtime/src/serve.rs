@@ -274,7 +274,14 @@ where
             );
         }
     };
+    let resource_ref = Op::resource_ref(&request);
     let result = Op::handle(&server.api, &principal, &mut tx, request).await;
+    let result = match result {
+        Ok(response) => tombstone::<Op, S>(&mut tx, &owner, &resource_ref)
+            .await
+            .map(|()| response),
+        Err(e) => Err(e),
+    };
     let (outcome, response) = match result {
         Ok(response) => match response.encode() {
             Ok(encoded) => match tx.commit().await {
@@ -302,6 +309,25 @@ where
     };
     log(Op::ID, &owner, outcome, response.status());
     response
+}
+
+/// `x-idempotency-tombstones`, after a handler succeeded and in its transaction: the records of
+/// each listed operation about the resource the request's path names become tombstones. A
+/// failure fails the attempt (its transaction rolls back), as a handler's own write would.
+async fn tombstone<Op: Operation, S: Store>(
+    tx: &mut TxHandle<S>,
+    owner: &str,
+    resource_ref: &str,
+) -> Result<(), HandlerError<Op::Error>> {
+    if resource_ref.is_empty() {
+        return Ok(());
+    }
+    for operation in Op::TOMBSTONES {
+        tx.tombstone_records(owner, operation, resource_ref)
+            .await
+            .map_err(|e| HandlerError::Internal(Box::new(e)))?;
+    }
+    Ok(())
 }
 
 /// What an idempotent attempt hands back to the pipeline: a fresh result (encoded once, sent and
@@ -389,15 +415,20 @@ where
         key_header: Op::KEY.name,
     };
     let api = Arc::clone(&server.api);
+    let resource_ref = Op::resource_ref(&request);
     let result = server
         .executor
         .execute(attempt, move |tx: &mut TxHandle<S>| {
             Box::pin(async move {
+                let owner = principal.owner.clone();
                 match Op::handle(&api, &principal, tx, request).await {
-                    Ok(response) => response
-                        .encode()
-                        .map(Reply::Fresh)
-                        .map_err(|e| HandlerError::Internal(Box::new(e))),
+                    Ok(response) => {
+                        tombstone::<Op, S>(tx, &owner, &resource_ref).await?;
+                        response
+                            .encode()
+                            .map(Reply::Fresh)
+                            .map_err(|e| HandlerError::Internal(Box::new(e)))
+                    }
                     Err(e) => Err(e),
                 }
             })

@@ -134,8 +134,9 @@ impl WidgetsApi for Widgets {
         if !repo::delete(tx.conn(), &principal.owner, request.id).await? {
             return Err(not_found().into());
         }
-        // In the same transaction: the create that made this widget now answers 410.
-        tx.tombstone::<CreateWidget>(principal, request.id).await?;
+        // On success the pipeline tombstones, in this transaction, the records of `createWidget`
+        // and `publishWidget` about this widget (`x-idempotency-tombstones`): their late retries
+        // answer 410.
         Ok(DeleteWidgetResponse::Status204)
     }
 

@@ -17,6 +17,38 @@ use super::doc_attrs;
 use super::operations::{input_ident, operation_ident, request_ident, response_ident, what};
 use super::validate::Validation;
 
+/// `const TOMBSTONES` and `resource_ref`, for an operation with `x-idempotency-tombstones`: the
+/// pipeline tombstones each listed operation's records of the resource the path names when the
+/// handler succeeds.
+fn tombstones_items(op: &OperationIr) -> Option<TokenStream> {
+    if op.tombstones.is_empty() {
+        return None;
+    }
+    let request = request_ident(op);
+    let ids = op
+        .tombstones
+        .iter()
+        .map(|t| Literal::string(&t.operation_id));
+    let values: Vec<TokenStream> = op
+        .params_in(ParamLocation::Path)
+        .map(|p| {
+            let field = ident(&p.field);
+            quote!(&request.#field)
+        })
+        .collect();
+    let resource_ref = (!values.is_empty()).then(|| {
+        quote! {
+            fn resource_ref(request: &#request) -> ::std::string::String {
+                cg::resource_scope(&[#(#values),*])
+            }
+        }
+    });
+    Some(quote! {
+        const TOMBSTONES: &'static [&'static str] = &[#(#ids),*];
+        #resource_ref
+    })
+}
+
 /// `const SECURITY`, when the spec declares security for the operation.
 fn security_const(op: &OperationIr) -> Option<TokenStream> {
     let SecurityIr::Declared(alternatives) = &op.security else {
@@ -84,6 +116,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
         )
     });
     let security = security_const(op);
+    let tombstones = tombstones_items(op);
     let summary = op
         .doc
         .as_deref()
@@ -136,6 +169,7 @@ pub fn description(api: &Api, op: &OperationIr, validation: &Validation<'_>) -> 
             const ID: &'static str = #id;
             #has_body
             #security
+            #tombstones
             type Request = #request;
             type Response = #response;
             type Error = #error;
@@ -285,7 +319,7 @@ pub fn handler_trait(api: &Api) -> TokenStream {
             quote! { #doc #authorize_sig; }
         };
         let summary = op.doc.as_deref().map(|d| format!("{d}\n\n")).unwrap_or_default();
-        let handler_doc = match (&op.idempotency, &op.tombstones) {
+        let handler_doc = match (&op.idempotency, op.tombstones.as_slice()) {
             (Some(idempotency), _) => {
                 let key = &idempotency.key.header;
                 let optional = if idempotency.key.declared_required {
@@ -297,11 +331,16 @@ pub fn handler_trait(api: &Api) -> TokenStream {
                     "{summary}Handles {what}, once per `{key}`, inside the key's transaction: write through `tx` only, so that the write and the stored response commit together. A success is stored and replayed to retries; errors are not stored and free the key.{optional}"
                 )
             }
-            (None, Some(link)) => format!(
-                "{summary}Handles {what} inside a transaction of the runtime's, committed when it succeeds: write through `tx`, and call `tx.tombstone::<{}>(principal, resource_ref)` so that late retries of the `{}` that created the resource are answered 410.",
-                link.name, link.operation_id
+            (None, []) => format!("{summary}Handles {what}."),
+            (None, links) => format!(
+                "{summary}Handles {what} inside a transaction of the runtime's, committed when it succeeds: write through `tx`. On success the pipeline tombstones, in the same transaction, the records of {} for the resource the path names, so that their late retries are answered 410; call `tx.tombstone::<{}>(principal, resource_ref)` for a resource referenced otherwise.",
+                links
+                    .iter()
+                    .map(|l| format!("`{}`", l.operation_id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                links[0].name
             ),
-            (None, None) => format!("{summary}Handles {what}."),
         };
         let handler_doc = doc_attrs(&handler_doc);
         let tx = op

@@ -63,9 +63,10 @@ pub struct OperationIr {
     /// not safe methods. Computed once here: the emitted semantic input and the lock's hash both
     /// read this value, so they cannot drift apart.
     pub idempotency: Option<Idempotency>,
-    /// `x-idempotency-tombstones`: the idempotent operation whose records this one tombstones
-    /// (its handler then runs in a transaction of the runtime's).
-    pub tombstones: Option<TombstoneLink>,
+    /// `x-idempotency-tombstones`: the idempotent operations whose records for this operation's
+    /// resource (its path parameters) it tombstones when it succeeds (its handler then runs in a
+    /// transaction of the runtime's). Empty: none.
+    pub tombstones: Vec<TombstoneLink>,
     /// Path, query and header parameters (never the idempotency key header).
     pub params: Vec<ParamIr>,
     /// The request body.
@@ -140,7 +141,7 @@ impl OperationIr {
     /// Whether the handler runs in a transaction of the runtime's: idempotent operations and
     /// those that tombstone the records of another.
     pub fn in_transaction(&self) -> bool {
-        self.idempotency.is_some() || self.tombstones.is_some()
+        self.idempotency.is_some() || !self.tombstones.is_empty()
     }
 
     /// The responses a handler succeeds with (its success enum): the 2xx codes and a `2XX`
@@ -217,7 +218,7 @@ pub struct SemanticInputIr {
     pub body: Option<BodyIr>,
 }
 
-/// `x-idempotency-tombstones: <operationId>`, resolved.
+/// One operation `x-idempotency-tombstones` names, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TombstoneLink {
     /// The idempotent operation's id.
@@ -428,16 +429,20 @@ impl Api {
             .map(|o| (o.id.clone(), o.name.clone(), o.is_idempotent()))
             .collect();
         for (op, node) in operations.iter_mut().zip(spec::operations(spec)) {
-            let target = node.tombstones_target();
-            op.tombstones = target.and_then(|target| {
-                names
+            for (target, _) in node.tombstones_targets() {
+                let link = names
                     .iter()
                     .find(|(id, _, idempotent)| id == target && *idempotent)
                     .map(|(id, name, _)| TombstoneLink {
                         operation_id: id.clone(),
                         name: name.clone(),
-                    })
-            });
+                    });
+                if let Some(link) = link
+                    && !op.tombstones.contains(&link)
+                {
+                    op.tombstones.push(link);
+                }
+            }
         }
         let mut types = space.finish();
         mark_usage(&operations, &mut types);
@@ -694,7 +699,7 @@ fn operation_ir<'s>(
         doc,
         safe: op.is_safe(),
         idempotency,
-        tombstones: None,
+        tombstones: Vec::new(),
         params,
         body,
         responses,

@@ -65,11 +65,22 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
     }
 }
 
-/// Checks `x-idempotency-tombstones`: a string naming an idempotent operation of the spec.
+/// Checks `x-idempotency-tombstones`: an operationId, or a non-empty list of them, each naming
+/// an idempotent operation of the spec.
 pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: &mut Sink<'_>) {
     let Some(value) = op.tombstones_node() else {
         return;
     };
+    let entries: Vec<&Node> = match value.as_seq() {
+        Some(items) if !items.is_empty() => items.iter().collect(),
+        _ => vec![value],
+    };
+    for entry in entries {
+        check_tombstone(op, ops, entry, sink);
+    }
+}
+
+fn check_tombstone(op: &Operation<'_>, ops: &[Operation<'_>], value: &Node, sink: &mut Sink<'_>) {
     let file = op.node.file;
     let Some(target) = value.as_str() else {
         sink.report(
@@ -77,7 +88,7 @@ pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: 
             (file, value.span),
             Some(op),
             format!(
-                "`{X_TOMBSTONES}` must be the operationId of an idempotent operation, found {}",
+                "`{X_TOMBSTONES}` must be the operationId of an idempotent operation (or a list of them), found {}",
                 describe(value)
             ),
         );

@@ -69,8 +69,19 @@ impl<'a> Operation<'a> {
         self.node.node.get(X_TOMBSTONES)
     }
 
-    /// The operationId `x-idempotency-tombstones` names, when it is a string.
-    pub fn tombstones_target(&self) -> Option<&'a str> {
-        self.tombstones_node().and_then(Node::as_str)
+    /// The operationIds `x-idempotency-tombstones` names, each with its node: one string, or a
+    /// list of them (`[createPayment, capturePayment]`). Entries that are not strings are left
+    /// out (the rule reports them).
+    pub fn tombstones_targets(&self) -> Vec<(&'a str, &'a Node)> {
+        match self.tombstones_node() {
+            None => Vec::new(),
+            Some(node) => match node.as_seq() {
+                Some(items) => items
+                    .iter()
+                    .filter_map(|n| n.as_str().map(|s| (s, n)))
+                    .collect(),
+                None => node.as_str().map(|s| vec![(s, node)]).unwrap_or_default(),
+            },
+        }
     }
 }

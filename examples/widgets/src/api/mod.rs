@@ -532,7 +532,7 @@ for ::idemgen_runtime::HandlerError<DeleteWidgetError> {
         ::idemgen_runtime::HandlerError::Response(error)
     }
 }
-/// `deleteWidget` (`DELETE /widgets/{id}`): Delete a widget; a late retry of the create that made it gets 410. Describes the operation to the runtime's request pipeline.
+/// `deleteWidget` (`DELETE /widgets/{id}`): Delete a widget; late retries of the create that made it and of its publications get 410. Describes the operation to the runtime's request pipeline.
 #[derive(Debug)]
 pub struct DeleteWidget;
 impl cg::Operation for DeleteWidget {
@@ -552,6 +552,10 @@ impl cg::Operation for DeleteWidget {
             ],
         ],
     );
+    const TOMBSTONES: &'static [&'static str] = &["createWidget", "publishWidget"];
+    fn resource_ref(request: &DeleteWidgetRequest) -> ::std::string::String {
+        cg::resource_scope(&[&request.id])
+    }
     type Request = DeleteWidgetRequest;
     type Response = DeleteWidgetResponse;
     type Error = DeleteWidgetError;
@@ -805,9 +809,9 @@ pub trait WidgetsApi: ::std::marker::Send + ::std::marker::Sync + 'static {
     ) -> impl ::std::future::Future<
         Output = ::idemgen_runtime::Authorization,
     > + ::std::marker::Send;
-    /// Delete a widget; a late retry of the create that made it gets 410
+    /// Delete a widget; late retries of the create that made it and of its publications get 410
     ///
-    /// Handles `deleteWidget` (`DELETE /widgets/{id}`) inside a transaction of the runtime's, committed when it succeeds: write through `tx`, and call `tx.tombstone::<CreateWidget>(principal, resource_ref)` so that late retries of the `createWidget` that created the resource are answered 410.
+    /// Handles `deleteWidget` (`DELETE /widgets/{id}`) inside a transaction of the runtime's, committed when it succeeds: write through `tx`. On success the pipeline tombstones, in the same transaction, the records of `createWidget`, `publishWidget` for the resource the path names, so that their late retries are answered 410; call `tx.tombstone::<CreateWidget>(principal, resource_ref)` for a resource referenced otherwise.
     fn delete_widget(
         &self,
         principal: &::idemgen_runtime::Principal,

@@ -559,7 +559,7 @@ impl WidgetsClient {
     }
     /// `deleteWidget` (`DELETE /widgets/{id}`).
     ///
-    /// Delete a widget; a late retry of the create that made it gets 410
+    /// Delete a widget; late retries of the create that made it and of its publications get 410
     ///
     /// Not idempotent: never repeated once the request may have reached the server.
     ///

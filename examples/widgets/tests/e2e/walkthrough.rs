@@ -64,7 +64,22 @@ async fn readme_walkthrough() {
     assert_eq!(got.status, StatusCode::OK);
     assert_eq!(got.body, first.body);
 
-    // Delete, then retry the create: 410.
+    // Publish it.
+    let publish = format!("/widgets/{id}/publish");
+    let published = call(
+        &client,
+        base,
+        Method::POST,
+        &publish,
+        Some("tok1"),
+        Some("pub-1"),
+        Some(json!({"channel": "news"})),
+    )
+    .await;
+    assert_eq!(published.status, StatusCode::OK);
+
+    // Delete, then retry the create and the publication: 410 for both (the delete tombstones
+    // both operations' records about the widget).
     let deleted = call(
         &client,
         base,
@@ -90,6 +105,18 @@ async fn readme_walkthrough() {
         0,
         "the late retry created nothing"
     );
+    let late_publish = call(
+        &client,
+        base,
+        Method::POST,
+        &publish,
+        Some("tok1"),
+        Some("pub-1"),
+        Some(json!({"channel": "news"})),
+    )
+    .await;
+    assert_eq!(late_publish.status, StatusCode::GONE, "{late_publish:?}");
+    assert_eq!(late_publish.code(), "idempotency_resource_gone");
 
     // Missing key: 400.
     let missing = call(

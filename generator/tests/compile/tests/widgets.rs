@@ -145,7 +145,7 @@ impl WidgetsApi for Service {
 
     async fn delete_widget(
         &self,
-        principal: &Principal,
+        _: &Principal,
         tx: &mut TxHandle<MemoryStore>,
         request: DeleteWidgetRequest,
     ) -> HandlerResult<DeleteWidget> {
@@ -154,7 +154,8 @@ impl WidgetsApi for Service {
         tx.tx().on_commit(move || {
             widgets.lock().unwrap().remove(&id);
         });
-        tx.tombstone::<CreateWidget>(principal, request.id).await?;
+        // `x-idempotency-tombstones: [createWidget, publishWidget]`: the pipeline tombstones
+        // both operations' records about this widget when this handler succeeds.
         Ok(DeleteWidgetResponse::Status204)
     }
 
@@ -836,6 +837,10 @@ async fn deleting_a_widget_tombstones_the_create_that_made_it() {
     let created = send(&app, "POST", "/widgets", Some("alice"), Some("k"), body).await;
     assert_eq!(created.status, StatusCode::CREATED);
     let location = created.headers["location"].to_str().unwrap().to_owned();
+    let publish = format!("{location}/publish?notify=true");
+    let channel = r#"{"channel":"web"}"#;
+    let published = send(&app, "POST", &publish, Some("alice"), Some("p"), channel).await;
+    assert_eq!(published.status, StatusCode::OK);
     // Another owner's delete of the same id tombstones nothing of alice's.
     let bobs = send(&app, "DELETE", &location, Some("bob"), None, "").await;
     assert_eq!(bobs.status, StatusCode::NO_CONTENT);
@@ -845,6 +850,11 @@ async fn deleting_a_widget_tombstones_the_create_that_made_it() {
     let deleted = send(&app, "DELETE", &location, Some("alice"), None, "").await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
     let late = send(&app, "POST", "/widgets", Some("alice"), Some("k"), body).await;
+    assert_eq!(late.status, StatusCode::GONE);
+    assert_eq!(late.json["code"], "idempotency_resource_gone");
+    // The second listed operation too: a late retry of the publish is 410, not a replay of
+    // the deleted widget.
+    let late = send(&app, "POST", &publish, Some("alice"), Some("p"), channel).await;
     assert_eq!(late.status, StatusCode::GONE);
     assert_eq!(late.json["code"], "idempotency_resource_gone");
     // Writes need authorization; reads are allowed by the trait's default.
