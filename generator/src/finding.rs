@@ -85,17 +85,20 @@ pub enum RuleId {
     StreamNotReplayable,
     /// A schema's `pattern` is not an ECMA-262 regular expression the engine compiles.
     PatternInvalid,
+    /// The idempotency key header is marked `x-idempotency-fingerprint: true`.
+    KeyFingerprinted,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 26] = [
+    pub const ALL: [RuleId; 27] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
         RuleId::KeyMaxLength,
         RuleId::KeyMinLength,
         RuleId::KeyPattern,
+        RuleId::KeyFingerprinted,
         RuleId::RequiredResponseMissing,
         RuleId::RecommendedResponseMissing,
         RuleId::ErrorResponseNotProblemJson,
@@ -147,6 +150,7 @@ impl RuleId {
             RuleId::MediaTypeUntyped => "media-type-untyped",
             RuleId::StreamNotReplayable => "stream-not-replayable",
             RuleId::PatternInvalid => "pattern-invalid",
+            RuleId::KeyFingerprinted => "idempotency-key-fingerprinted",
         }
     }
 
@@ -241,6 +245,9 @@ impl RuleId {
             RuleId::PatternInvalid => {
                 "Every schema `pattern` is an ECMA-262 regular expression (with the `u` flag), which the generated code enforces."
             }
+            RuleId::KeyFingerprinted => {
+                "The idempotency key header is not marked `x-idempotency-fingerprint: true`: the key names the request, it is never part of it."
+            }
         }
     }
 
@@ -267,7 +274,7 @@ impl RuleId {
             RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
             RuleId::XIdempotentNotBoolean => "use a boolean, not a string or number:\n\nx-idempotent: true".to_string(),
             RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
-            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: createWidget   # on the delete of what createWidget made\nx-idempotency-fingerprint: true         # on a header parameter whose value is part of the request".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
             RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
@@ -280,6 +287,9 @@ impl RuleId {
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
+            RuleId::KeyFingerprinted => format!(
+                "remove the marker from the key header; mark the headers whose value is part of the request instead:\n\n- name: {header}\n  in: header\n  required: true\n  # no x-idempotency-fingerprint here\n- name: X-Account-Id\n  in: header\n  x-idempotency-fingerprint: true"
+            ),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }
