@@ -128,8 +128,9 @@ fn request(owner: &str, key: &str) -> IdempotentRequest {
     let input = serde_json::json!({"body": {"name": "bench"}});
     IdempotentRequest {
         scope: Scope::new(owner, "createThing", IdempotencyKey::new(key).expect("key")),
-        fingerprint: Fingerprint::hs1("createThing", 1, &input).expect("fingerprint"),
+        fingerprint: Fingerprint::hs2("createThing", 1, &input).expect("fingerprint"),
         fingerprint_version: 1,
+        earlier: None,
         declared_headers: &[],
         key_header: "Idempotency-Key",
     }

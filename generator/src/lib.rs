@@ -103,12 +103,25 @@ fn sort_findings(spec: &LoadedSpec, findings: &mut [Finding]) {
     });
 }
 
-/// The `hs1` fingerprint of a semantic input given as JSON text, computed by the runtime's own
-/// [`idemgen_protocol::Fingerprint::hs1`] (one home for the rule).
+/// The fingerprint of a semantic input given as JSON text, in the format the runtime stores with
+/// new records (`hs2`), computed by the runtime's own [`idemgen_protocol::Fingerprint::hs2`] (one
+/// home for the rule).
 pub fn fingerprint(operation: &str, version: i16, input_json: &str) -> Result<String, String> {
-    let input: serde_json::Value =
-        serde_json::from_str(input_json).map_err(|e| format!("the input is not JSON: {e}"))?;
+    let input = fingerprint_input(input_json)?;
+    idemgen_protocol::Fingerprint::hs2(operation, version, &input)
+        .map(|f| f.as_str().to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// The `hs1` fingerprint of a semantic input given as JSON text: what records written by earlier
+/// releases carry, and keep verifying as ([`idemgen_protocol::Fingerprint::hs1`]).
+pub fn fingerprint_hs1(operation: &str, version: i16, input_json: &str) -> Result<String, String> {
+    let input = fingerprint_input(input_json)?;
     idemgen_protocol::Fingerprint::hs1(operation, version, &input)
         .map(|f| f.as_str().to_string())
         .map_err(|e| e.to_string())
+}
+
+fn fingerprint_input(input_json: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(input_json).map_err(|e| format!("the input is not JSON: {e}"))
 }

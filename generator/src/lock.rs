@@ -232,6 +232,7 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
     for (group, params) in [
         ("path", &idempotency.input.path),
         ("query", &idempotency.input.query),
+        ("header", &idempotency.input.header),
     ] {
         if params.is_empty() {
             continue;

@@ -1,9 +1,9 @@
 //! idemgen-protocol: the facts of the idempotency protocol, in one place both sides read.
 //!
 //! `protocol.md` is the contract; this crate is its executable half: key syntax and limits
-//! ([`key`]), the frozen `hs1` fingerprint ([`fingerprint`]), every problem with its status and
-//! stable code ([`problem`]), the statuses a spec must declare and those only the request pipeline
-//! answers ([`status`]), and the headers stored with a result ([`headers`]). It does no I/O: the
+//! ([`key`]), the frozen `hs2` and `hs1` fingerprints ([`fingerprint`]), every problem with its
+//! status and stable code ([`problem`]), the statuses a spec must declare and those only the
+//! request pipeline answers ([`status`]), and the headers stored with a result ([`headers`]). It does no I/O: the
 //! generator (`idemgen`) and the runtime (`idemgen-runtime`) both depend on it, so neither retypes
 //! a protocol fact.
 

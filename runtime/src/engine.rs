@@ -4,7 +4,8 @@
 //! change in any release; a service never needs them.
 
 pub use crate::executor::{
-    Disposition, ExecuteError, HandlerFuture, IdempotentRequest, Outcome, ResponseCodec,
+    Disposition, EarlierFormats, ExecuteError, HandlerFuture, IdempotentRequest, Outcome,
+    ResponseCodec,
 };
 pub use crate::migrate::{TABLE as MIGRATIONS_TABLE, migrator};
 pub use crate::operation::BoxError;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemgen_protocol::Fingerprint;
+use idemgen_protocol::fingerprint::{CanonicalInput, HS1_TAG};
 use tracing::Instrument;
 
 use crate::auth::Principal;
@@ -73,14 +74,80 @@ impl Default for ExecutorConfig {
 pub struct IdempotentRequest {
     /// The key's scope.
     pub scope: Scope,
-    /// The `hs1` fingerprint of the semantic input.
+    /// The fingerprint of the semantic input in the current format (`hs2`), stored with a new
+    /// record.
     pub fingerprint: Fingerprint,
     /// The operation's fingerprint version.
     pub fingerprint_version: i16,
+    /// The semantic input, for records written under `hs1` by earlier releases: their fingerprint
+    /// is compared with this request's `hs1`, computed only when such a record is met. `None`
+    /// compares `fingerprint` alone.
+    pub earlier: Option<EarlierFormats>,
     /// Response headers the operation declares; stored besides the default allowlist.
     pub declared_headers: &'static [&'static str],
     /// The header the key came in, for problem details (`Idempotency-Key`).
     pub key_header: &'static str,
+}
+
+/// A request's semantic input kept for the fingerprint formats before the current one: `hs1`,
+/// computed at most once and only when a record carrying it is met.
+#[derive(Debug, Clone)]
+pub struct EarlierFormats {
+    input: Arc<CanonicalInput>,
+    hs1: std::sync::OnceLock<Option<Fingerprint>>,
+}
+
+impl EarlierFormats {
+    /// Keeps `input` (already converted for the current fingerprint).
+    pub fn new(input: CanonicalInput) -> EarlierFormats {
+        EarlierFormats {
+            input: Arc::new(input),
+            hs1: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl IdempotentRequest {
+    /// Whether `record` was claimed by this request: the same fingerprint in the record's format.
+    fn same_input(&self, record: &Record) -> bool {
+        let Some(stored) = &record.fingerprint else {
+            return false;
+        };
+        if *stored == self.fingerprint {
+            return true;
+        }
+        self.in_format_of(stored).is_some_and(|mine| mine == stored)
+    }
+
+    /// This request's fingerprint in the earlier format of `stored`, when it has one.
+    fn in_format_of(&self, stored: &Fingerprint) -> Option<&Fingerprint> {
+        let earlier = self.earlier.as_ref()?;
+        if stored.format() != HS1_TAG || self.fingerprint.format() == HS1_TAG {
+            return None;
+        }
+        earlier
+            .hs1
+            .get_or_init(|| {
+                earlier
+                    .input
+                    .hs1(&self.scope.operation, self.fingerprint_version)
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Before taking over a stale claim of this request written in an earlier format: claim under
+    /// that fingerprint, which the store compares and the record keeps.
+    fn adopt_format_of(&mut self, record: &Record) {
+        if record.state != RecordState::Claimed || !record.stale {
+            return;
+        }
+        if let Some(stored) = &record.fingerprint
+            && self.in_format_of(stored) == Some(stored)
+        {
+            self.fingerprint = stored.clone();
+        }
+    }
 }
 
 /// Converts an operation's typed response to and from its stored form.
@@ -354,14 +421,16 @@ impl<S: Store> Executor<S> {
         R: ResponseCodec,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
-        let claim = self.claim_request(&request, token);
+        let mut request = request;
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
         let taken_over = loop {
+            let claim = self.claim_request(&request, token);
             let outcome = self.store.claim(&claim).await.map_err(unavailable)?;
             match outcome {
                 ClaimOutcome::Claimed { taken_over } => break taken_over,
                 ClaimOutcome::Existing(record) => {
+                    request.adopt_format_of(&record);
                     if let Some(replay) = self.judge(&request, record, deadline)? {
                         return Ok(replay);
                     }
@@ -383,7 +452,7 @@ impl<S: Store> Executor<S> {
 
     async fn run_in_tx<R, E, F>(
         &self,
-        request: IdempotentRequest,
+        mut request: IdempotentRequest,
         token: ClaimToken,
         handler: F,
     ) -> Result<Outcome<R>, ExecuteError<E>>
@@ -407,7 +476,8 @@ impl<S: Store> Executor<S> {
                 }
                 Gate::Busy | Gate::Existing(None) => {}
                 Gate::Existing(Some(record)) => {
-                    let same = record.fingerprint.as_ref() == Some(&request.fingerprint)
+                    request.adopt_format_of(&record);
+                    let same = request.same_input(&record)
                         && record.fingerprint_version == Some(request.fingerprint_version);
                     if record.state == RecordState::Claimed && record.stale && same {
                         // A stale claim committed apart (a separate-claim attempt that died):
@@ -600,7 +670,7 @@ impl<S: Store> Executor<S> {
         if record.fingerprint_version != Some(request.fingerprint_version) {
             return Err(Problem::new(ProblemKind::FingerprintVersionChanged));
         }
-        if record.fingerprint.as_ref() != Some(&request.fingerprint) {
+        if !request.same_input(&record) {
             return Err(Problem::new(ProblemKind::KeyReused));
         }
         match record.state {

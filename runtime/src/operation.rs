@@ -64,7 +64,8 @@ pub trait Idempotent: Operation {
     /// the result besides the protocol's allowlist (none by default).
     const STORED_HEADERS: &'static [&'static str] = &[];
     /// What makes two attempts the same request: path and query parameters and the body, never
-    /// the key or other transport headers. Its JSON form is hashed by `hs1`.
+    /// the key or other transport headers. Its JSON form is hashed by `hs2` (and by
+    /// `hs1` when a record of an earlier release is met).
     type SemanticInput<'a>: Serialize
     where
         Self: 'a;

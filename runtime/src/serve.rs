@@ -19,10 +19,12 @@ use axum::body::Bytes;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
-use idemgen_protocol::Fingerprint;
+use idemgen_protocol::fingerprint::CanonicalInput;
 
 use crate::auth::{Authenticator, Credentials, Principal};
-use crate::executor::{ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle};
+use crate::executor::{
+    EarlierFormats, ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle,
+};
 use crate::operation::{
     Authorization, BoxError, HandlerError, HandlerResult, Idempotent, Operation,
 };
@@ -388,12 +390,12 @@ where
     if let Err(problem) = Op::authorize(&server.api, &principal, &request).await {
         return reject(Op::ID, Some(&owner), problem);
     }
-    let fingerprint = match Fingerprint::hs1(
-        Op::ID,
-        Op::FINGERPRINT_VERSION,
-        &Op::semantic_input(&request),
-    ) {
-        Ok(fingerprint) => fingerprint,
+    // `hs2` for new records; the converted input stays for records written under `hs1`.
+    let (fingerprint, earlier) = match CanonicalInput::new(&Op::semantic_input(&request)) {
+        Ok(input) => (
+            input.hs2(Op::ID, Op::FINGERPRINT_VERSION),
+            EarlierFormats::new(input),
+        ),
         Err(e) => {
             return reject(
                 Op::ID,
@@ -411,6 +413,7 @@ where
         },
         fingerprint,
         fingerprint_version: Op::FINGERPRINT_VERSION,
+        earlier: Some(earlier),
         declared_headers: Op::STORED_HEADERS,
         key_header: Op::KEY.name,
     };

@@ -42,7 +42,8 @@ pub enum Command {
     /// Writes a skeleton implementation of the handler trait for you to fill in (and, with
     /// `--main`, the service's `main.rs`). Never overwrites a file without `--force`.
     Scaffold(ScaffoldArgs),
-    /// Prints the `hs1` fingerprint of a semantic input, exactly as the runtime computes it.
+    /// Prints the fingerprint of a semantic input exactly as the runtime computes it: `hs2` for
+    /// new records, `--format hs1` for records of earlier releases.
     Fingerprint(FingerprintArgs),
     /// Checks a running server against the idempotency protocol, from its spec: keys required
     /// and well-formed, replays byte for byte, 422 on a changed request, failures not stored,
@@ -162,6 +163,17 @@ pub struct FingerprintArgs {
     /// The semantic input as JSON: a file, or `-` for standard input.
     #[arg(long, value_name = "FILE", default_value = "-")]
     pub input: PathBuf,
+    /// `hs2` (new records; exact integers) or `hs1` (records of earlier releases).
+    #[arg(long, value_enum, default_value_t = FingerprintFormat::Hs2)]
+    pub format: FingerprintFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FingerprintFormat {
+    // What the runtime stores with new records: JCS with exact integers.
+    Hs2,
+    // What records of earlier releases carry: JCS, integers as doubles.
+    Hs1,
 }
 
 // `idemgen check`.

@@ -1,9 +1,9 @@
-//! `idemgen fingerprint`: the `hs1` fingerprint of a semantic input.
+//! `idemgen fingerprint`: the fingerprint of a semantic input, `hs2` (new records) or `hs1`.
 
 use std::io::Read;
 
 use super::CliError;
-use super::args::FingerprintArgs;
+use super::args::{FingerprintArgs, FingerprintFormat};
 
 /// Reads the input (a file or standard input) and prints its fingerprint.
 pub fn run(args: &FingerprintArgs) -> Result<(), CliError> {
@@ -17,8 +17,11 @@ pub fn run(args: &FingerprintArgs) -> Result<(), CliError> {
         std::fs::read_to_string(&args.input)
             .map_err(|e| CliError::Unusable(format!("reading {}: {e}", args.input.display())))?
     };
-    let fingerprint =
-        idemgen::fingerprint(&args.operation, args.version, &text).map_err(CliError::Unusable)?;
+    let compute = match args.format {
+        FingerprintFormat::Hs2 => idemgen::fingerprint,
+        FingerprintFormat::Hs1 => idemgen::fingerprint_hs1,
+    };
+    let fingerprint = compute(&args.operation, args.version, &text).map_err(CliError::Unusable)?;
     println!("{fingerprint}");
     Ok(())
 }

@@ -368,9 +368,10 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
     }
 }
 
-/// The semantic input struct(s) of an idempotent operation. Their JSON form is what `hs1`
-/// hashes, so it is frozen: path and query groups present only when the operation has such
-/// parameters, absent optionals omitted.
+/// The semantic input struct(s) of an idempotent operation. Their JSON form is what `hs2` (and
+/// `hs1`, for records of earlier releases) hashes, so it is frozen: path, query and header groups
+/// present only when the operation has such parameters (header ones: marked
+/// `x-idempotency-fingerprint: true`, keyed in lower case), absent optionals omitted.
 pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
     let name = input_ident(op);
     let request = request_ident(op);
@@ -380,6 +381,7 @@ pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStrea
     for (params, group, group_name) in [
         (&idempotency.input.path, "path", &op.items.path_input),
         (&idempotency.input.query, "query", &op.items.query_input),
+        (&idempotency.input.header, "header", &op.items.header_input),
     ] {
         if params.is_empty() {
             continue;
@@ -441,10 +443,17 @@ pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStrea
         });
         inits.push(quote!(body: #init));
     }
-    let doc = doc_attrs(&format!(
-        "What makes two attempts of `{}` the same request: its path and query parameters and its body, never the idempotency key or other transport headers (protocol.md, \"Fingerprint\").",
-        op.id
-    ));
+    let doc = if idempotency.input.header.is_empty() {
+        doc_attrs(&format!(
+            "What makes two attempts of `{}` the same request: its path and query parameters and its body, never the idempotency key or other transport headers (protocol.md, \"Fingerprint\").",
+            op.id
+        ))
+    } else {
+        doc_attrs(&format!(
+            "What makes two attempts of `{}` the same request: its path and query parameters, its body and the headers marked `x-idempotency-fingerprint`, never the idempotency key or other transport headers (protocol.md, \"Fingerprint\").",
+            op.id
+        ))
+    };
     let phantom = fields.is_empty().then(|| {
         quote! {
             #[serde(skip)]

@@ -183,7 +183,8 @@ pub struct Idempotency {
     pub fingerprint_version: i16,
     /// Where the key comes from.
     pub key: KeyIr,
-    /// What enters the fingerprint: path and query parameters and the body, never headers.
+    /// What enters the fingerprint: path and query parameters, the body, and the header
+    /// parameters marked `x-idempotency-fingerprint: true` (never the key header).
     pub input: SemanticInputIr,
     /// The path parameters the key is scoped to (request field names), in template order.
     pub scope: Vec<String>,
@@ -214,6 +215,9 @@ pub struct SemanticInputIr {
     pub path: Vec<ParamIr>,
     /// Query parameters.
     pub query: Vec<ParamIr>,
+    /// Header parameters marked `x-idempotency-fingerprint: true`, in declaration order, with
+    /// `wire` in lower case: the keys of the `"header"` group.
+    pub header: Vec<ParamIr>,
     /// The body.
     pub body: Option<BodyIr>,
 }
@@ -555,6 +559,7 @@ fn operation_ir<'s>(
 
     let mut fields = Namespace::with_reserved(&["body"]);
     let mut params = Vec::new();
+    let mut fingerprinted = Vec::new();
     let mut key = None;
     for p in op.parameters(spec) {
         let (Some(wire), Some(location)) = (p.name, p.location) else {
@@ -570,6 +575,9 @@ fn operation_ir<'s>(
                 }
                 if IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) {
                     continue;
+                }
+                if p.is_fingerprinted_header() {
+                    fingerprinted.push(params.len());
                 }
                 ParamLocation::Header
             }
@@ -686,7 +694,14 @@ fn operation_ir<'s>(
             min_length: 1,
             declared_required: false,
         });
-        idempotency_ir(op, key, &params, body.as_ref(), &responses)
+        let header = fingerprinted
+            .iter()
+            .map(|&i| ParamIr {
+                wire: params[i].wire.to_ascii_lowercase(),
+                ..params[i].clone()
+            })
+            .collect();
+        idempotency_ir(op, key, &params, header, body.as_ref(), &responses)
     });
     OperationIr {
         id,
@@ -723,13 +738,15 @@ pub struct ItemNames {
     pub path_input: String,
     /// `CreateWidgetQueryInput`: the query parameters inside the semantic input.
     pub query_input: String,
+    /// `CreateWidgetHeaderInput`: the fingerprinted header parameters inside the semantic input.
+    pub header_input: String,
     /// `CreateWidgetParams`: the client's query and header parameters.
     pub params: String,
 }
 
 /// The suffixes of an operation's items; the empty one is the unit struct itself. The one list:
 /// [`ItemNames`] is built from it.
-const OPERATION_ITEMS: [&str; 8] = [
+const OPERATION_ITEMS: [&str; 9] = [
     "",
     "Request",
     "Response",
@@ -738,6 +755,7 @@ const OPERATION_ITEMS: [&str; 8] = [
     "PathInput",
     "QueryInput",
     "Params",
+    "HeaderInput",
 ];
 
 impl ItemNames {
@@ -751,6 +769,7 @@ impl ItemNames {
             path_input: item(OPERATION_ITEMS[5]),
             query_input: item(OPERATION_ITEMS[6]),
             params: item(OPERATION_ITEMS[7]),
+            header_input: item(OPERATION_ITEMS[8]),
         }
     }
 }
@@ -803,6 +822,7 @@ fn idempotency_ir(
     op: &Operation<'_>,
     key: KeyIr,
     params: &[ParamIr],
+    header: Vec<ParamIr>,
     body: Option<&BodyIr>,
     responses: &[ResponseIr],
 ) -> Idempotency {
@@ -829,6 +849,7 @@ fn idempotency_ir(
         input: SemanticInputIr {
             path,
             query: located(ParamLocation::Query),
+            header,
             body: body.cloned(),
         },
         scope,

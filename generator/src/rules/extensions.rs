@@ -3,7 +3,8 @@
 use super::{RuleId, Sink};
 use crate::loader::{LoadedSpec, Node, NodeRef, Value};
 use crate::spec::extensions::{
-    FingerprintVersion, KNOWN, PREFIX, X_FINGERPRINT_VERSION, X_IDEMPOTENT, X_TOMBSTONES, is_ours,
+    FingerprintVersion, KNOWN, PREFIX, X_FINGERPRINT, X_FINGERPRINT_VERSION, X_IDEMPOTENT,
+    X_TOMBSTONES, is_ours,
 };
 use crate::spec::{Operation, SAFE_METHODS};
 
@@ -51,6 +52,19 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
             }
         } else if key.text == X_TOMBSTONES {
             // Checked with every operation in view: `check_tombstones`.
+        } else if key.text == X_FINGERPRINT {
+            sink.report_with_help(
+                RuleId::IdempotencyExtensionMisplaced,
+                (file, key.span),
+                Some(op),
+                format!(
+                    "`{X_FINGERPRINT}` on {} has no effect: idemgen reads it on header parameters only",
+                    op.display_name()
+                ),
+                format!(
+                    "put it on the header parameter whose value is part of the request:\n\nparameters:\n  - name: X-Account-Id\n    in: header\n    {X_FINGERPRINT}: true"
+                ),
+            );
         } else if key.text.starts_with(PREFIX) {
             let hint = suggestion(&key.text)
                 .map(|s| format!("; did you mean `{s}`?"))

@@ -2,7 +2,7 @@
 
 use super::{RuleId, Sink, at};
 use crate::loader::{LoadedSpec, Node, NodeRef, Value};
-use crate::spec::extensions::X_IDEMPOTENT;
+use crate::spec::extensions::{X_FINGERPRINT, X_IDEMPOTENT};
 use crate::spec::{Operation, Parameter, SAFE_METHODS};
 
 /// Checks the header of an operation marked `x-idempotent: true`.
@@ -38,6 +38,29 @@ pub(super) fn check_key(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'
     let header = param.name.unwrap_or(&configured).to_owned();
     check_required(param, op, &header, sink);
     check_schema(spec, param, op, &header, sink);
+    check_not_fingerprinted(param, op, &header, sink);
+}
+
+/// The key names the request; it never enters the semantic input.
+fn check_not_fingerprinted(
+    param: &Parameter<'_>,
+    op: &Operation<'_>,
+    header: &str,
+    sink: &mut Sink<'_>,
+) {
+    if !param.is_fingerprinted_header() {
+        return;
+    }
+    if let Some((key, _)) = param.fingerprint_marker() {
+        sink.report(
+            RuleId::KeyFingerprinted,
+            (param.node.file, key.span),
+            Some(op),
+            format!(
+                "the `{header}` header is marked `{X_FINGERPRINT}: true`, but the idempotency key never enters the fingerprint"
+            ),
+        );
+    }
 }
 
 /// A header parameter whose name says it could be a key (`*-Id`, `*-Key`, `*-Token`), when the

@@ -4,7 +4,7 @@
 
 use crate::loader::Node;
 
-use super::Operation;
+use super::{Operation, Parameter};
 
 /// The extension that marks an operation idempotent.
 pub const X_IDEMPOTENT: &str = "x-idempotent";
@@ -13,10 +13,18 @@ pub const X_FINGERPRINT_VERSION: &str = "x-idempotency-fingerprint-version";
 /// The extension, on an operation that deletes a resource, naming the idempotent operation that
 /// created it: its records become tombstones (410 to late retries).
 pub const X_TOMBSTONES: &str = "x-idempotency-tombstones";
+/// The extension, on a header parameter, that puts the header's value into the semantic input
+/// (its `"header"` group); never on the key header.
+pub const X_FINGERPRINT: &str = "x-idempotency-fingerprint";
 /// The prefix reserved for idemgen's extensions (besides [`X_IDEMPOTENT`]).
 pub const PREFIX: &str = "x-idempotency-";
 /// Every extension idemgen knows.
-pub const KNOWN: [&str; 3] = [X_IDEMPOTENT, X_FINGERPRINT_VERSION, X_TOMBSTONES];
+pub const KNOWN: [&str; 4] = [
+    X_IDEMPOTENT,
+    X_FINGERPRINT_VERSION,
+    X_TOMBSTONES,
+    X_FINGERPRINT,
+];
 
 /// The fingerprint version an operation uses when it names none.
 pub const DEFAULT_FINGERPRINT_VERSION: i16 = 1;
@@ -83,5 +91,22 @@ impl<'a> Operation<'a> {
                 None => node.as_str().map(|s| vec![(s, node)]).unwrap_or_default(),
             },
         }
+    }
+}
+
+impl<'a> Parameter<'a> {
+    /// `x-idempotency-fingerprint` as the Parameter Object writes it: its key and value.
+    pub fn fingerprint_marker(&self) -> Option<(&'a crate::loader::Key, &'a Node)> {
+        self.node.node.entry(X_FINGERPRINT)
+    }
+
+    /// Whether the parameter is a header marked `x-idempotency-fingerprint: true`: its value
+    /// enters the semantic input (the key header never does; `check` refuses the marker there).
+    pub fn is_fingerprinted_header(&self) -> bool {
+        self.location == Some("header")
+            && self
+                .fingerprint_marker()
+                .and_then(|(_, value)| value.as_bool())
+                == Some(true)
     }
 }

@@ -202,6 +202,22 @@ const CASES: &[(&str, Edits, bool)] = &[
         false,
     ),
     (
+        "header parameter marked x-idempotency-fingerprint",
+        &[(
+            "name: X-Trace, in: header, schema",
+            "name: X-Trace, in: header, x-idempotency-fingerprint: true, schema",
+        )],
+        true,
+    ),
+    (
+        "header parameter marked x-idempotency-fingerprint: false",
+        &[(
+            "name: X-Trace, in: header, schema",
+            "name: X-Trace, in: header, x-idempotency-fingerprint: false, schema",
+        )],
+        false,
+    ),
+    (
         "response changes",
         &[(
             "'201': { description: Created. }",
@@ -385,7 +401,7 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
         words
     };
     // Walk from the input's own structs, numbering the reachable types in order of appearance.
-    let roots: Vec<String> = ["SemanticInput", "PathInput", "QueryInput"]
+    let roots: Vec<String> = ["SemanticInput", "PathInput", "QueryInput", "HeaderInput"]
         .iter()
         .map(|s| format!("{op}{s}"))
         .filter(|n| items.contains_key(n))

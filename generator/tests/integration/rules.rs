@@ -80,7 +80,14 @@ fn each_rule_fixture_reports_exactly_its_rule() {
     );
     case(
         "rules/idempotency-extension-misplaced.yaml",
-        &["idempotency-extension-misplaced@5:5"],
+        &[
+            "idempotency-extension-misplaced@5:5",
+            "idempotency-extension-misplaced@9:7",
+        ],
+    );
+    case(
+        "rules/idempotency-key-fingerprinted.yaml",
+        &["idempotency-key-fingerprinted@12:11"],
     );
     case(
         "rules/x-idempotent-on-safe-method.yaml",

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_protocol::Fingerprint;
+use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, Disposition, ExecuteError};
 use idemgen_runtime::{Executor, ExecutorConfig, PgStore, ProblemKind, Store, Strategy};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -47,6 +48,9 @@ contract!(
     deleted_resource_answers_410,
     only_allowlisted_headers_are_stored,
     expired_records_are_purged_and_unexpired_kept,
+    new_records_are_hs2,
+    hs1_record_of_the_previous_release_replays_across_the_upgrade,
+    stale_hs1_claim_is_taken_over_and_keeps_hs1,
 );
 
 async fn first_attempt_executes_and_retry_replays<S: Store>(env: Env<S>, _: Strategy) {
@@ -384,4 +388,164 @@ async fn postgres_reads_go_to_the_database_not_the_process() {
     };
     let replay = attempt(&other, req, Plan::created("twice")).await.unwrap();
     assert_eq!(replay.disposition, Disposition::Replayed);
+}
+
+fn stored_fingerprint(record: Option<idemgen_runtime::engine::Record>) -> Fingerprint {
+    record
+        .expect("a record")
+        .fingerprint
+        .expect("a fingerprint")
+}
+
+async fn new_records_are_hs2<S: Store>(env: Env<S>, _: Strategy) {
+    let s = scope("alice", "k-hs2");
+    let input = json!({"body": {"ledger_id": 9_007_199_254_740_993_u64}});
+    attempt(
+        &env,
+        request(s.clone(), input.clone(), 1),
+        Plan::created("odd"),
+    )
+    .await
+    .unwrap();
+    let record = env.exec.store().read(&s, Duration::from_secs(60)).await;
+    assert_eq!(
+        stored_fingerprint(record.unwrap()),
+        Fingerprint::hs2("createThing", 1, &input).unwrap()
+    );
+    // The request the issue is about: another 64-bit id under the same key is a 422 now, where
+    // hs1 (both ids the same double) replayed the other request's result.
+    let other = json!({"body": {"ledger_id": 9_007_199_254_740_992_u64}});
+    assert_eq!(
+        Fingerprint::hs1("createThing", 1, &input).unwrap(),
+        Fingerprint::hs1("createThing", 1, &other).unwrap()
+    );
+    let reused = attempt(&env, request(s, other, 1), Plan::created("even")).await;
+    match reused {
+        Err(ExecuteError::Problem(p)) => assert_eq!(p.kind(), ProblemKind::KeyReused),
+        other => panic!("expected 422 key reused, got {other:?}"),
+    }
+    assert_eq!(env.ledger.count("even").await, 0);
+}
+
+/// A record the previous release completed (an `hs1`-only request through the same store), retried
+/// by this release: it replays, and a different request under the key still gets 422.
+async fn hs1_record_of_the_previous_release_replays_across_the_upgrade<S: Store>(
+    env: Env<S>,
+    _: Strategy,
+) {
+    let s = scope("alice", "k-upgrade");
+    let input = json!({"body": {"name": "w", "ledger_id": 9_007_199_254_740_993_u64}});
+    let before = attempt(
+        &env,
+        hs1_request(s.clone(), input.clone(), 1),
+        Plan::created("before"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(before.disposition, Disposition::Executed);
+    let read = || env.exec.store().read(&s, Duration::from_secs(60));
+    let stored = stored_fingerprint(read().await.unwrap());
+    assert_eq!(stored.format(), "hs1");
+
+    let retry = attempt(
+        &env,
+        request(s.clone(), input.clone(), 1),
+        Plan::created("after"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(retry.disposition, Disposition::Replayed);
+    assert_eq!(retry.response, before.response);
+    assert_eq!(env.ledger.count("after").await, 0);
+    // The record keeps the fingerprint it was written with.
+    assert_eq!(stored_fingerprint(read().await.unwrap()), stored);
+
+    let changed = attempt(
+        &env,
+        request(
+            s.clone(),
+            json!({"body": {"name": "other", "ledger_id": 1}}),
+            1,
+        ),
+        Plan::created("changed"),
+    )
+    .await;
+    match changed {
+        Err(ExecuteError::Problem(p)) => assert_eq!(p.kind(), ProblemKind::KeyReused),
+        other => panic!("expected 422 key reused, got {other:?}"),
+    }
+    let bumped = attempt(&env, request(s.clone(), input, 2), Plan::created("bumped")).await;
+    match bumped {
+        Err(ExecuteError::Problem(p)) => {
+            assert_eq!(p.kind(), ProblemKind::FingerprintVersionChanged)
+        }
+        other => panic!("expected 422 version changed, got {other:?}"),
+    }
+    // Compared as hs1, the record keeps hs1's meaning: an id that is the same double replays.
+    let same_double = json!({"body": {"name": "w", "ledger_id": 9_007_199_254_740_992_u64}});
+    let replayed = attempt(&env, request(s, same_double, 1), Plan::created("double"))
+        .await
+        .unwrap();
+    assert_eq!(replayed.disposition, Disposition::Replayed);
+    assert_eq!(
+        env.ledger.count("changed").await + env.ledger.count("double").await,
+        0
+    );
+    assert_eq!(env.ledger.count("before").await, 1);
+}
+
+/// A claim the previous release committed and then died holding (an `hs1` claim gone stale) is
+/// taken over by this release's retry of the same request, and the record stays `hs1`.
+async fn stale_hs1_claim_is_taken_over_and_keeps_hs1<S: Store + Clone>(env: Env<S>, _: Strategy) {
+    let mut env = env;
+    let mut cfg = env.exec.config().clone();
+    cfg.stale_claim = Duration::from_millis(100);
+    cfg.in_flight_wait = Duration::from_millis(400);
+    env.exec = Executor::new(clone_store(&env), cfg.clone());
+    let s = scope("alice", "k-stale-hs1");
+    let input = json!({"body": {"ledger_id": 9_007_199_254_740_993_u64}});
+    let hs1 = Fingerprint::hs1("createThing", 1, &input).unwrap();
+    let claimed = env
+        .exec
+        .store()
+        .claim(&ClaimRequest {
+            scope: &s,
+            fingerprint: &hs1,
+            fingerprint_version: 1,
+            token: ClaimToken::generate(),
+            stale_after: cfg.stale_claim,
+            retention: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        claimed,
+        ClaimOutcome::Claimed { taken_over: false }
+    ));
+    // A different request under the key is refused while the old claim is held, stale or not.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let other = json!({"body": {"ledger_id": 7}});
+    let refused = attempt(&env, request(s.clone(), other, 1), Plan::created("other")).await;
+    assert_eq!(problem_status(&refused), Some(422), "{refused:?}");
+
+    let taken = attempt(
+        &env,
+        request(s.clone(), input.clone(), 1),
+        Plan::created("taken"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(taken.disposition, Disposition::TakenOver);
+    let record = env.exec.store().read(&s, cfg.stale_claim).await.unwrap();
+    assert_eq!(stored_fingerprint(record), hs1);
+    let retry = attempt(&env, request(s, input, 1), Plan::created("retry"))
+        .await
+        .unwrap();
+    assert_eq!(retry.disposition, Disposition::Replayed);
+    assert_eq!(retry.response, taken.response);
+    assert_eq!(env.ledger.count("taken").await, 1);
+    assert_eq!(
+        env.ledger.count("retry").await + env.ledger.count("other").await,
+        0
+    );
 }

@@ -2,10 +2,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
+use idemgen_protocol::fingerprint::CanonicalInput;
 use idemgen_protocol::{Fingerprint, IdempotencyKey};
 use idemgen_runtime::codegen::{CodecError, EncodedResponse};
 use idemgen_runtime::engine::{
-    ExecuteError, HandlerFuture, IdempotentRequest, Outcome, ResponseCodec, Scope, StoredResponse,
+    EarlierFormats, ExecuteError, HandlerFuture, IdempotentRequest, Outcome, ResponseCodec, Scope,
+    StoredResponse,
 };
 use idemgen_runtime::{Executor, ExecutorConfig, MemoryStore, PgStore, Store, Strategy, TxHandle};
 use idemgen_testdb::TestDb;
@@ -179,9 +181,24 @@ pub fn scope(owner: &str, key: &str) -> Scope {
     Scope::new(owner, "createThing", IdempotencyKey::new(key).unwrap())
 }
 
+/// A request as the pipeline builds it: `hs2`, with its input kept for `hs1` records.
 pub fn request(scope: Scope, input: serde_json::Value, version: i16) -> IdempotentRequest {
+    let input = CanonicalInput::new(&input).unwrap();
+    IdempotentRequest {
+        fingerprint: input.hs2(&scope.operation, version),
+        earlier: Some(EarlierFormats::new(input)),
+        scope,
+        fingerprint_version: version,
+        declared_headers: &[],
+        key_header: "Idempotency-Key",
+    }
+}
+
+/// A request as the previous release built it: `hs1` only.
+pub fn hs1_request(scope: Scope, input: serde_json::Value, version: i16) -> IdempotentRequest {
     IdempotentRequest {
         fingerprint: Fingerprint::hs1(&scope.operation, version, &input).unwrap(),
+        earlier: None,
         scope,
         fingerprint_version: version,
         declared_headers: &[],

@@ -171,3 +171,77 @@ async fn the_custom_header_is_read_bounded_and_named() {
     assert_eq!((first, again), (StatusCode::OK, StatusCode::OK));
     assert_eq!(pets.uploads.load(Ordering::SeqCst), 1, "the retry replayed");
 }
+
+/// `X-Account-Id` is marked `x-idempotency-fingerprint: true`: it enters the semantic input as
+/// the `"header"` group, keyed in lower case; `X-Client-Note` is not marked and stays out.
+#[test]
+fn a_marked_header_enters_the_semantic_input_and_an_unmarked_one_does_not() {
+    let request = |account: Option<&str>, note: Option<&str>| UploadPhotoRequest {
+        pet_id: 7,
+        x_account_id: account.map(str::to_owned),
+        x_client_note: note.map(str::to_owned),
+        body: axum::body::Bytes::from_static(b"\x01\x02"),
+    };
+    let input = |r: &UploadPhotoRequest| {
+        serde_json::to_value(<UploadPhoto as Idempotent>::semantic_input(r)).unwrap()
+    };
+    assert_eq!(
+        input(&request(Some("acc_1"), Some("hello"))),
+        serde_json::json!({
+            "path": {"petId": 7},
+            "header": {"x-account-id": "acc_1"},
+            "body": "0102",
+        })
+    );
+    assert_eq!(
+        input(&request(None, Some("hello")))["header"],
+        serde_json::json!({})
+    );
+    assert_eq!(
+        input(&request(Some("acc_1"), None)),
+        input(&request(Some("acc_1"), Some("other note")))
+    );
+    assert_ne!(
+        input(&request(Some("acc_1"), None)),
+        input(&request(Some("acc_2"), None))
+    );
+}
+
+/// Through the generated router: the same key with another `X-Account-Id` is a different request
+/// (422, nothing executed), with another `X-Client-Note` the same one (a replay).
+#[tokio::test]
+async fn requests_differing_only_in_a_marked_header_have_different_fingerprints() {
+    let pets = Arc::new(Pets::default());
+    let app = router(Server::new(
+        Arc::clone(&pets),
+        Anyone,
+        Executor::new(MemoryStore::new(), ExecutorConfig::default()),
+    ));
+    let key = ("x-pet-key", "photo-1");
+    let (first, _) = upload(
+        &app,
+        &[key, ("x-account-id", "acc_1"), ("x-client-note", "a")],
+    )
+    .await;
+    assert_eq!(first, StatusCode::OK);
+    let (other_account, json) = upload(
+        &app,
+        &[key, ("x-account-id", "acc_2"), ("x-client-note", "a")],
+    )
+    .await;
+    assert_eq!(other_account, StatusCode::UNPROCESSABLE_ENTITY, "{json}");
+    assert_eq!(json["code"], "idempotency_key_reused");
+    let (no_account, _) = upload(&app, &[key, ("x-client-note", "a")]).await;
+    assert_eq!(no_account, StatusCode::UNPROCESSABLE_ENTITY);
+    let (other_note, _) = upload(
+        &app,
+        &[key, ("X-Account-Id", "acc_1"), ("x-client-note", "b")],
+    )
+    .await;
+    assert_eq!(other_note, StatusCode::OK);
+    assert_eq!(
+        pets.uploads.load(Ordering::SeqCst),
+        1,
+        "only the first executed"
+    );
+}

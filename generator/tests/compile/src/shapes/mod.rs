@@ -949,6 +949,10 @@ impl<A: ShapesApi> cg::TxEndpoint<A, A::Store> for CreatePet {
 pub struct UploadPhotoRequest {
     /// The `petId` path parameter.
     pub pet_id: i64,
+    /// The account the photo is billed to; part of the request.
+    pub x_account_id: ::std::option::Option<::std::string::String>,
+    /// Free text for logs; not part of the request.
+    pub x_client_note: ::std::option::Option<::std::string::String>,
     /// The request body (`application/octet-stream`).
     pub body: ::axum::body::Bytes,
 }
@@ -1005,11 +1009,23 @@ pub struct UploadPhotoPathInput<'a> {
     #[serde(rename = "petId")]
     pub pet_id: &'a i64,
 }
-/// What makes two attempts of `uploadPhoto` the same request: its path and query parameters and its body, never the idempotency key or other transport headers (protocol.md, "Fingerprint").
+/// The header parameters of `uploadPhoto` as they enter its fingerprint.
+#[derive(Debug, ::serde::Serialize)]
+pub struct UploadPhotoHeaderInput<'a> {
+    /// `x-account-id`.
+    #[serde(
+        rename = "x-account-id",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub x_account_id: ::std::option::Option<&'a ::std::string::String>,
+}
+/// What makes two attempts of `uploadPhoto` the same request: its path and query parameters, its body and the headers marked `x-idempotency-fingerprint`, never the idempotency key or other transport headers (protocol.md, "Fingerprint").
 #[derive(Debug, ::serde::Serialize)]
 pub struct UploadPhotoSemanticInput<'a> {
     /// The path parameters.
     pub path: UploadPhotoPathInput<'a>,
+    /// The header parameters.
+    pub header: UploadPhotoHeaderInput<'a>,
     /// The request body.
     pub body: cg::HexBytes<'a>,
 }
@@ -1019,6 +1035,9 @@ impl<'a> UploadPhotoSemanticInput<'a> {
         Self {
             path: UploadPhotoPathInput {
                 pet_id: &request.pet_id,
+            },
+            header: UploadPhotoHeaderInput {
+                x_account_id: request.x_account_id.as_ref(),
             },
             body: cg::HexBytes(&request.body),
         }
@@ -1036,13 +1055,15 @@ impl cg::Operation for UploadPhoto {
     fn extract(parts: &cg::RequestParts) -> cg::Extracted<UploadPhotoRequest> {
         ::std::result::Result::Ok(UploadPhotoRequest {
             pet_id: parts.path("petId")?,
+            x_account_id: parts.header("X-Account-Id")?,
+            x_client_note: parts.header("X-Client-Note")?,
             body: parts.bytes_body()?,
         })
     }
 }
 impl cg::Idempotent for UploadPhoto {
     const KEY: cg::KeyHeader = cg::KeyHeader::new("X-Pet-Key", 40);
-    const FINGERPRINT_VERSION: i16 = 1;
+    const FINGERPRINT_VERSION: i16 = 2;
     type SemanticInput<'a> = UploadPhotoSemanticInput<'a>;
     fn semantic_input(request: &UploadPhotoRequest) -> UploadPhotoSemanticInput<'_> {
         UploadPhotoSemanticInput::new(request)

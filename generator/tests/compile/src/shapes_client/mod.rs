@@ -572,6 +572,14 @@ pub enum CreatePetError {
         body: ::serde_json::Value,
     },
 }
+/// The query and header parameters of `uploadPhoto` (`PUT /pets/{petId}/photo`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UploadPhotoParams {
+    /// The account the photo is billed to; part of the request.
+    pub x_account_id: ::std::option::Option<::std::string::String>,
+    /// Free text for logs; not part of the request.
+    pub x_client_note: ::std::option::Option<::std::string::String>,
+}
 /// The successful responses of `uploadPhoto` (`PUT /pets/{petId}/photo`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -745,10 +753,12 @@ impl ShapesClient {
     /// Idempotent: one key (generated, or `options.key`) is sent in `X-Pet-Key` on every attempt, and the call is retried on connection errors, timeouts, the protocol's 409 (in flight; a business 409 is returned), 503 and 504.
     ///
     /// - `pet_id`: the `petId` path parameter
+    /// - `params`: the query and header parameters ([`UploadPhotoParams`])
     /// - `body`: the request body (`application/octet-stream`)
     pub async fn upload_photo(
         &self,
         pet_id: &i64,
+        params: &UploadPhotoParams,
         body: &[u8],
         options: &::idemgen_client::CallOptions,
     ) -> ::std::result::Result<
@@ -765,6 +775,18 @@ impl ShapesClient {
                 declares_429: false,
             },
         );
+        let call = match &params.x_account_id {
+            ::std::option::Option::Some(value) => {
+                call.header("X-Account-Id", value.to_string())
+            }
+            ::std::option::Option::None => call,
+        };
+        let call = match &params.x_client_note {
+            ::std::option::Option::Some(value) => {
+                call.header("X-Client-Note", value.to_string())
+            }
+            ::std::option::Option::None => call,
+        };
         let call = call.bytes("application/octet-stream", body.to_vec());
         let answer = self.inner.send(call, options).await?;
         if let ::std::option::Option::Some(problem) = answer.protocol_problem() {
