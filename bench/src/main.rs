@@ -133,6 +133,7 @@ fn request(owner: &str, key: &str) -> IdempotentRequest {
         earlier: None,
         declared_headers: &[],
         key_header: "Idempotency-Key",
+        retention: None,
     }
 }
 

@@ -91,13 +91,15 @@ pub enum RuleId {
     SecuritySchemeUnknown,
     /// An idempotent operation admits anonymous callers (`security: []` or `- {}`).
     IdempotentAnonymous,
+    /// `x-idempotency-retention` is not a duration, or is on an operation without records.
+    RetentionInvalid,
     /// The idempotency key header is marked `x-idempotency-fingerprint: true`.
     KeyFingerprinted,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 30] = [
+    pub const ALL: [RuleId; 31] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -128,6 +130,7 @@ impl RuleId {
         RuleId::SecurityInvalid,
         RuleId::SecuritySchemeUnknown,
         RuleId::IdempotentAnonymous,
+        RuleId::RetentionInvalid,
     ];
 
     /// The stable id.
@@ -162,6 +165,7 @@ impl RuleId {
             RuleId::SecurityInvalid => "security-invalid",
             RuleId::SecuritySchemeUnknown => "security-scheme-unknown",
             RuleId::IdempotentAnonymous => "idempotent-anonymous",
+            RuleId::RetentionInvalid => "retention-invalid",
             RuleId::KeyFingerprinted => "idempotency-key-fingerprinted",
         }
     }
@@ -266,6 +270,9 @@ impl RuleId {
             RuleId::IdempotentAnonymous => {
                 "An idempotent operation requires credentials: its keys are scoped to the authenticated caller."
             }
+            RuleId::RetentionInvalid => {
+                "`x-idempotency-retention` is a duration from `1s` to `36500d` (`30d`, `12h`, `90m`, `3600s`) on an idempotent operation."
+            }
             RuleId::KeyFingerprinted => {
                 "The idempotency key header is not marked `x-idempotency-fingerprint: true`: the key names the request, it is never part of it."
             }
@@ -295,7 +302,7 @@ impl RuleId {
             RuleId::OperationIdDuplicate => "give each operation its own name:\n\noperationId: createWidgetV2".to_string(),
             RuleId::XIdempotentNotBoolean => "use a boolean, not a string or number:\n\nx-idempotent: true".to_string(),
             RuleId::FingerprintVersionInvalid => "use an integer from 1 to 32767:\n\nx-idempotency-fingerprint-version: 1".to_string(),
-            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: [createWidget]   # on the delete of what createWidget made\nx-idempotency-fingerprint: true           # on a header parameter whose value is part of the request".to_string(),
+            RuleId::UnknownIdempotencyExtension => "the known extensions are:\n\nx-idempotent: true\nx-idempotency-fingerprint-version: 1\nx-idempotency-tombstones: [createWidget]   # on the delete of what createWidget made\nx-idempotency-fingerprint: true           # on a header parameter whose value is part of the request\nx-idempotency-retention: 30d              # how long the operation's records are kept".to_string(),
             RuleId::IdempotencyExtensionMisplaced => "put the extension on the operation itself:\n\npaths:\n  /widgets:\n    post:\n      x-idempotent: true".to_string(),
             RuleId::XIdempotentOnSafeMethod => "safe methods are idempotent by definition; remove the marker:\n\nget:\n  operationId: getWidget\n  # no x-idempotent here".to_string(),
             RuleId::FingerprintShapeChanged => "bump the fingerprint version, so that requests stored under the old meaning answer 422 `idempotency_fingerprint_version_changed` instead of being compared with requests that now mean something else:\n\nx-idempotency-fingerprint-version: 2\n\nor revert the change to the operation's path or query parameters or body. Without either, every record stored before the change would look like a reused key (422) to an unchanged retry, or a new request could be replayed a result that meant something else.".to_string(),
@@ -310,6 +317,7 @@ impl RuleId {
             RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
             RuleId::SecurityInvalid => "write security as a list of requirements, each naming declared schemes with their scopes:\n\nsecurity:\n  - bearer: []\n  - oauth: [payments:write]\ncomponents:\n  securitySchemes:\n    bearer: {type: http, scheme: bearer}\n    apiKey: {type: apiKey, in: header, name: X-Api-Key}".to_string(),
             RuleId::SecuritySchemeUnknown => "declare the scheme the requirement names:\n\ncomponents:\n  securitySchemes:\n    bearer:\n      type: http\n      scheme: bearer".to_string(),
+            RuleId::RetentionInvalid => "write a whole number and a unit (s, m, h, d), longer than your clients' retry window:\n\nx-idempotent: true\nx-idempotency-retention: 30d".to_string(),
             RuleId::IdempotentAnonymous => "require credentials on the operation (a key needs an owner), or drop x-idempotent:\n\nsecurity:\n  - bearer: []".to_string(),
             RuleId::KeyFingerprinted => format!(
                 "remove the marker from the key header; mark the headers whose value is part of the request instead:\n\n- name: {header}\n  in: header\n  required: true\n  # no x-idempotency-fingerprint here\n- name: X-Account-Id\n  in: header\n  x-idempotency-fingerprint: true"

@@ -87,6 +87,9 @@ pub struct IdempotentRequest {
     pub declared_headers: &'static [&'static str],
     /// The header the key came in, for problem details (`Idempotency-Key`).
     pub key_header: &'static str,
+    /// How long the record is kept (the operation's `x-idempotency-retention`); `None`: the
+    /// executor's [`ExecutorConfig::retention`].
+    pub retention: Option<Duration>,
 }
 
 /// A request's semantic input kept for the fingerprint formats before the current one: `hs1`,
@@ -407,7 +410,7 @@ impl<S: Store> Executor<S> {
             fingerprint_version: request.fingerprint_version,
             token,
             stale_after: self.config.stale_claim,
-            retention: self.config.retention,
+            retention: request.retention.or(self.config.retention),
         }
     }
 

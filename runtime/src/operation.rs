@@ -63,6 +63,9 @@ pub trait Idempotent: Operation {
     /// Response headers the operation declares for its 2xx responses, lower case: stored with
     /// the result besides the protocol's allowlist (none by default).
     const STORED_HEADERS: &'static [&'static str] = &[];
+    /// `x-idempotency-retention`: how long the operation's records are kept, counted from the
+    /// claim; `None` (the default) leaves it to `ExecutorConfig::retention`.
+    const RETENTION: Option<std::time::Duration> = None;
     /// What makes two attempts the same request: path and query parameters and the body, never
     /// the key or other transport headers. Its JSON form is hashed by `hs2` (and by
     /// `hs1` when a record of an earlier release is met).

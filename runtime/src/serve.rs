@@ -416,6 +416,7 @@ where
         earlier: Some(earlier),
         declared_headers: Op::STORED_HEADERS,
         key_header: Op::KEY.name,
+        retention: Op::RETENTION,
     };
     let api = Arc::clone(&server.api);
     let resource_ref = Op::resource_ref(&request);

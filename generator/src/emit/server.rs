@@ -198,6 +198,13 @@ fn idempotent_impl(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
         quote!(const KEY: cg::KeyHeader = cg::KeyHeader::new(#header, #max);)
     });
     let version = Literal::i16_unsuffixed(idempotency.fingerprint_version);
+    let retention = idempotency.retention.map(|secs| {
+        let secs = Literal::u64_unsuffixed(secs);
+        quote! {
+            const RETENTION: ::std::option::Option<::std::time::Duration> =
+                ::std::option::Option::Some(::std::time::Duration::from_secs(#secs));
+        }
+    });
     let stored = (!idempotency.stored_headers.is_empty()).then(|| {
         let stored = idempotency
             .stored_headers
@@ -222,6 +229,7 @@ fn idempotent_impl(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
             #key
             const FINGERPRINT_VERSION: i16 = #version;
             #stored
+            #retention
             type SemanticInput<'a> = #input<'a>;
 
             fn semantic_input(request: &#request) -> #input<'_> {

@@ -191,6 +191,9 @@ pub struct Idempotency {
     /// Names of the headers declared by the 2xx responses, lower case, sorted, unique: stored
     /// with the result.
     pub stored_headers: Vec<String>,
+    /// `x-idempotency-retention`, in seconds: how long the operation's records are kept
+    /// (`None`: the executor's retention).
+    pub retention: Option<u64>,
 }
 
 /// The key header of an idempotent operation.
@@ -854,6 +857,10 @@ fn idempotency_ir(
         },
         scope,
         stored_headers,
+        retention: match op.retention() {
+            spec::extensions::Retention::Valid(secs) => Some(secs),
+            _ => None,
+        },
     }
 }
 

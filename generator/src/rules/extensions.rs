@@ -3,8 +3,8 @@
 use super::{RuleId, Sink};
 use crate::loader::{LoadedSpec, Node, NodeRef, Value};
 use crate::spec::extensions::{
-    FingerprintVersion, KNOWN, PREFIX, X_FINGERPRINT, X_FINGERPRINT_VERSION, X_IDEMPOTENT,
-    X_TOMBSTONES, is_ours,
+    FingerprintVersion, KNOWN, PREFIX, Retention, X_FINGERPRINT, X_FINGERPRINT_VERSION,
+    X_IDEMPOTENT, X_RETENTION, X_TOMBSTONES, is_ours,
 };
 use crate::spec::{Operation, SAFE_METHODS};
 
@@ -52,6 +52,25 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
             }
         } else if key.text == X_TOMBSTONES {
             // Checked with every operation in view: `check_tombstones`.
+        } else if key.text == X_RETENTION {
+            match op.retention() {
+                Retention::Invalid(value, why) => sink.report(
+                    RuleId::RetentionInvalid,
+                    (file, value.span),
+                    Some(op),
+                    format!("`{X_RETENTION}`: {why}"),
+                ),
+                Retention::Valid(_) if !op.is_idempotent() => sink.report(
+                    RuleId::RetentionInvalid,
+                    (file, key.span),
+                    Some(op),
+                    format!(
+                        "`{X_RETENTION}` on {}, which is not idempotent: it keeps no records",
+                        op.display_name()
+                    ),
+                ),
+                Retention::Valid(_) | Retention::Absent => {}
+            }
         } else if key.text == X_FINGERPRINT {
             sink.report_with_help(
                 RuleId::IdempotencyExtensionMisplaced,

@@ -16,15 +16,58 @@ pub const X_TOMBSTONES: &str = "x-idempotency-tombstones";
 /// The extension, on a header parameter, that puts the header's value into the semantic input
 /// (its `"header"` group); never on the key header.
 pub const X_FINGERPRINT: &str = "x-idempotency-fingerprint";
+/// The extension, on an idempotent operation, that sets how long its records are kept
+/// (`30d`, `12h`, `90m`, `3600s`); the deployment's default otherwise.
+pub const X_RETENTION: &str = "x-idempotency-retention";
 /// The prefix reserved for idemgen's extensions (besides [`X_IDEMPOTENT`]).
 pub const PREFIX: &str = "x-idempotency-";
 /// Every extension idemgen knows.
-pub const KNOWN: [&str; 4] = [
+pub const KNOWN: [&str; 5] = [
     X_IDEMPOTENT,
     X_FINGERPRINT_VERSION,
     X_TOMBSTONES,
     X_FINGERPRINT,
+    X_RETENTION,
 ];
+
+/// The longest retention an operation may set: 100 years, in seconds (PostgreSQL `interval`s and
+/// `SystemTime` hold far more; anything longer is a typo, and "forever" is the default).
+pub const MAX_RETENTION_SECS: u64 = 100 * 365 * 86_400;
+
+/// `x-idempotency-retention` as an operation writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Retention<'a> {
+    /// Not written: the executor's retention (forever by default).
+    Absent,
+    /// A duration, in seconds.
+    Valid(u64),
+    /// Anything else (a finding of rule `retention-invalid`): its node and why.
+    Invalid(&'a Node, String),
+}
+
+/// Reads a retention written as a whole number and a unit: `30d`, `12h`, `90m`, `3600s`.
+pub fn parse_retention(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` has no unit (s, m, h or d), e.g. `30d`"))?;
+    let (number, unit) = text.split_at(split);
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("`{unit}` is not a unit (s, m, h or d), e.g. `30d`")),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a whole number, e.g. `30d`"))?;
+    let secs = number
+        .checked_mul(unit_secs)
+        .filter(|s| (1..=MAX_RETENTION_SECS).contains(s))
+        .ok_or_else(|| format!("`{text}` is not between 1s and 36500d"))?;
+    Ok(secs)
+}
 
 /// The fingerprint version an operation uses when it names none.
 pub const DEFAULT_FINGERPRINT_VERSION: i16 = 1;
@@ -68,6 +111,26 @@ impl<'a> Operation<'a> {
             {
                 Some(v) => FingerprintVersion::Valid(v),
                 None => FingerprintVersion::Invalid(node),
+            },
+        }
+    }
+
+    /// The operation's `x-idempotency-retention`.
+    pub fn retention(&self) -> Retention<'a> {
+        match self.node.node.get(X_RETENTION) {
+            None => Retention::Absent,
+            Some(node) => match node.as_str() {
+                Some(text) => match parse_retention(text) {
+                    Ok(secs) => Retention::Valid(secs),
+                    Err(why) => Retention::Invalid(node, why),
+                },
+                None => Retention::Invalid(
+                    node,
+                    format!(
+                        "a duration is written as a string such as `30d`, found {}",
+                        node.kind_name()
+                    ),
+                ),
             },
         }
     }

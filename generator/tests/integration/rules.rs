@@ -139,6 +139,15 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/idempotent-anonymous.yaml",
         &["idempotent-anonymous@10:7", "idempotent-anonymous@22:7"],
     );
+    // Not a number and a unit; a bare number; on an operation without records.
+    case(
+        "rules/retention-invalid.yaml",
+        &[
+            "retention-invalid@8:32",
+            "retention-invalid@20:32",
+            "retention-invalid@30:7",
+        ],
+    );
     case(
         "rules/security-scheme-unknown.yaml",
         &["security-scheme-unknown@12:11"],

@@ -48,6 +48,7 @@ contract!(
     deleted_resource_answers_410,
     only_allowlisted_headers_are_stored,
     expired_records_are_purged_and_unexpired_kept,
+    an_operations_retention_overrides_the_executors,
     new_records_are_hs2,
     hs1_record_of_the_previous_release_replays_across_the_upgrade,
     stale_hs1_claim_is_taken_over_and_keeps_hs1,
@@ -364,6 +365,48 @@ async fn expired_records_are_purged_and_unexpired_kept<S: Store + Clone>(env: En
         Disposition::Replayed,
         "records without TTL are kept"
     );
+}
+
+/// `x-idempotency-retention`: the request's retention (its operation's) wins over the
+/// executor's, in both directions.
+async fn an_operations_retention_overrides_the_executors<S: Store + Clone>(
+    env: Env<S>,
+    _: Strategy,
+) {
+    // The executor keeps records forever; this operation 1 ms.
+    let mut short = request(scope("alice", "op-short"), json!({}), 1);
+    short.retention = Some(Duration::from_millis(1));
+    // An executor keeping records 1 ms; this operation a day.
+    let mut short_lived = env.clone();
+    short_lived.exec = Executor::new(
+        env.exec.store().clone(),
+        ExecutorConfig {
+            retention: Some(Duration::from_millis(1)),
+            ..env.exec.config().clone()
+        },
+    );
+    let mut long = request(scope("alice", "op-long"), json!({}), 1);
+    long.retention = Some(Duration::from_secs(86_400));
+    attempt(&env, short.clone(), Plan::created("s1"))
+        .await
+        .unwrap();
+    attempt(&short_lived, long.clone(), Plan::created("l1"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let deleted = idemgen_runtime::retention::purge_expired(env.exec.store())
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted, 1,
+        "only the operation's short-lived record expired"
+    );
+    let again = attempt(&env, short, Plan::created("s2")).await.unwrap();
+    assert_eq!(again.disposition, Disposition::Executed);
+    let kept = attempt(&short_lived, long, Plan::created("l2"))
+        .await
+        .unwrap();
+    assert_eq!(kept.disposition, Disposition::Replayed);
 }
 
 /// PostgreSQL-specific: the store answers on the writer, so a fresh store on the same pool sees

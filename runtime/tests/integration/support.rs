@@ -191,6 +191,7 @@ pub fn request(scope: Scope, input: serde_json::Value, version: i16) -> Idempote
         fingerprint_version: version,
         declared_headers: &[],
         key_header: "Idempotency-Key",
+        retention: None,
     }
 }
 
@@ -203,6 +204,7 @@ pub fn hs1_request(scope: Scope, input: serde_json::Value, version: i16) -> Idem
         fingerprint_version: version,
         declared_headers: &[],
         key_header: "Idempotency-Key",
+        retention: None,
     }
 }
 

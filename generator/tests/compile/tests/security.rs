@@ -218,7 +218,11 @@ async fn scopes_and_alternatives_are_enforced_before_any_claim() {
         2,
         "only the two admitted attempts hold records"
     );
-    // The generated description carries the spec's requirements.
+    // The generated description carries the spec's requirements, and its retention.
+    assert_eq!(
+        <CreatePayment as idemgen_runtime::codegen::Idempotent>::RETENTION,
+        Some(std::time::Duration::from_secs(30 * 86_400))
+    );
     let security = <CreatePayment as Operation>::SECURITY;
     assert!(security.is_declared() && !security.admits_anonymous());
     let names: Vec<&str> = security.schemes().map(|s| s.name).collect();

@@ -155,6 +155,9 @@ impl cg::Operation for CreatePayment {
 }
 impl cg::Idempotent for CreatePayment {
     const FINGERPRINT_VERSION: i16 = 1;
+    const RETENTION: ::std::option::Option<::std::time::Duration> = ::std::option::Option::Some(
+        ::std::time::Duration::from_secs(2592000),
+    );
     type SemanticInput<'a> = CreatePaymentSemanticInput<'a>;
     fn semantic_input(request: &CreatePaymentRequest) -> CreatePaymentSemanticInput<'_> {
         CreatePaymentSemanticInput::new(request)
