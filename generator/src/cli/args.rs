@@ -65,6 +65,8 @@ Examples:
   idemgen probe openapi.yaml --base-url http://127.0.0.1:8080 --header 'Authorization: Bearer tok1'
   idemgen probe openapi.yaml --base-url $URL --header \"Authorization: Bearer $A\" \\
       --other-header \"Authorization: Bearer $B\" --format junit > probe.xml
+  idemgen probe openapi.yaml --base-url $URL --probe-config probe.toml \\
+      --path-param createRefund.id=pay_123
 
 Exit codes: 0 every check passed (skipped checks name their reason), 1 a check failed,
 2 usage, spec or connection errors.";
@@ -87,10 +89,16 @@ pub struct ProbeArgs {
     /// Probe only this operationId (repeatable).
     #[arg(long, value_name = "OPERATION_ID")]
     pub only: Vec<String>,
-    /// A path parameter's value (repeatable); without one the probe creates a resource with the
-    /// same-prefix POST.
-    #[arg(long = "path-param", value_name = "NAME=VALUE")]
+    /// A path parameter's value (repeatable), for every operation (`id=…`) or one
+    /// (`createRefund.id=…`); without one the probe builds a fresh resource for each check (OpenAPI
+    /// links, the probe config's setup, or the same-prefix POST).
+    #[arg(long = "path-param", value_name = "[OPERATION_ID.]NAME=VALUE")]
     pub path_params: Vec<String>,
+    /// The probe config (TOML): per operation, fixed path parameters, the setup calls that bring a
+    /// fresh resource into the state it needs, a body: `[operations.createRefund]`, `path = { id
+    /// = "…" }`, `setup = ["createPayment", "capturePayment"]`, `body = { amount = 100 }`.
+    #[arg(long, value_name = "PATH")]
+    pub probe_config: Option<PathBuf>,
     /// The output format.
     #[arg(long, value_enum, default_value_t = ProbeFormat::Human)]
     pub format: ProbeFormat,

@@ -31,6 +31,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), CliError> {
         other_headers,
         only: args.only.clone(),
         path_params,
+        operations: probe_config(args.probe_config.as_deref())?.operations,
         dry_run: args.dry_run,
     };
     let probed =
@@ -62,7 +63,18 @@ fn header_pairs(flag: &str, raw: &[String]) -> Result<Vec<(String, String)>, Cli
         .collect()
 }
 
-/// `--path-param` values, `NAME=VALUE` each.
+/// The probe config file, if one is named.
+fn probe_config(path: Option<&std::path::Path>) -> Result<idemgen::probe::ProbeConfig, CliError> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Unusable(format!("--probe-config {}: {e}", path.display())))?;
+    toml::from_str(&text)
+        .map_err(|e| CliError::Unusable(format!("--probe-config {}: {e}", path.display())))
+}
+
+/// `--path-param` values, `[OPERATION_ID.]NAME=VALUE` each.
 fn path_params(raw: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     raw.iter()
         .map(|p| match p.split_once('=') {

@@ -6,18 +6,22 @@
 //! check the spec or the server gives no way to run is skipped with its reason, never passed.
 //! It creates real resources on the server.
 
+mod chain;
 pub mod http;
 pub mod report;
 pub mod synth;
+mod target;
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::ir::{Api, ParamLocation};
-use crate::loader::{LoadedSpec, Node, NodeRef};
+use crate::ir::Api;
+use crate::loader::LoadedSpec;
+use chain::{Done, Plan, Planner, Source};
 use http::{Exchange, Request};
+use target::Target;
 
 /// Every check: its stable id and what it verifies, in the order it runs.
 pub const CHECKS: [(&str, &str); 10] = [
@@ -74,10 +78,37 @@ pub struct Options {
     pub other_headers: Vec<(String, String)>,
     /// Only these operationIds (all idempotent ones when empty).
     pub only: Vec<String>,
-    /// Path parameter values by name.
+    /// Path parameter values: by `name` for every operation, or by `operationId.name` for one.
     pub path_params: BTreeMap<String, String>,
+    /// The probe config (`--probe-config`), by operationId.
+    pub operations: BTreeMap<String, OperationConfig>,
     /// Print the requests instead of sending them.
     pub dry_run: bool,
+}
+
+/// What the probe config says about one operation: what the spec cannot.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationConfig {
+    /// Fixed path parameter values (no setup is run for them).
+    #[serde(default)]
+    pub path: BTreeMap<String, String>,
+    /// The operations to call, in order, to bring a fresh resource into the state this one
+    /// needs (`["createPayment", "capturePayment"]`), each fed by the one before.
+    #[serde(default)]
+    pub setup: Option<Vec<String>>,
+    /// The request body to send instead of a synthesized one.
+    #[serde(default)]
+    pub body: Option<Value>,
+}
+
+/// The probe config file: `[operations.<operationId>]` tables of [`OperationConfig`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeConfig {
+    /// By operationId.
+    #[serde(default)]
+    pub operations: BTreeMap<String, OperationConfig>,
 }
 
 /// How one check ended.
@@ -147,33 +178,15 @@ pub enum ProbeError {
     },
 }
 
-/// One operation's requests, as the probe builds them.
-struct Target {
-    id: String,
-    method: String,
-    path: Result<String, String>,
-    key_header: String,
-    /// The longest key the operation accepts: its header's `maxLength`, at most 255.
-    max_key_length: usize,
-    /// The shortest key its spec allows: the header's `minLength` (at least 1).
-    min_key_length: usize,
-    content_type: Option<String>,
-    /// A valid body, and a second valid one that differs (for `changed-request`).
-    body: Option<(Value, Option<Value>)>,
-    /// The declared 4xx statuses (codes, and `4XX`/`default` as 4xx at large): a business answer
-    /// is one of these.
-    declared_4xx: Declared4xx,
-}
-
 /// Which 4xx answers the operation declares.
 #[derive(Debug, Clone, Default)]
-struct Declared4xx {
+pub(crate) struct Declared4xx {
     codes: Vec<u16>,
     any: bool,
 }
 
 impl Declared4xx {
-    fn of(op: &crate::ir::OperationIr) -> Declared4xx {
+    pub(crate) fn of(op: &crate::ir::OperationIr) -> Declared4xx {
         let mut out = Declared4xx::default();
         for r in &op.responses {
             match r.status {
@@ -262,33 +275,6 @@ fn key_of_length(base: &str, len: usize) -> String {
     key
 }
 
-impl Target {
-    /// One character more than the operation accepts.
-    fn too_long_key(&self) -> String {
-        "k".repeat(self.max_key_length + 1)
-    }
-
-    fn request(&self, options: &Options, key: Option<&str>, body: Option<&Value>) -> Request {
-        let mut headers = options.headers.clone();
-        if let Some(key) = key {
-            headers.push((self.key_header.clone(), key.to_string()));
-        }
-        if let (Some(ct), Some(_)) = (&self.content_type, body) {
-            headers.push(("content-type".into(), ct.clone()));
-        }
-        Request {
-            method: self.method.to_ascii_uppercase(),
-            url: format!(
-                "{}{}",
-                options.base_url.trim_end_matches('/'),
-                self.path.as_deref().unwrap_or("")
-            ),
-            headers,
-            body: body.map(|b| serde_json::to_vec(b).unwrap_or_default()),
-        }
-    }
-}
-
 /// Runs the probe of `spec` (which passed `check`) against the server `options` names;
 /// `key_header` is the configured key header name (idemgen.toml).
 pub fn run(
@@ -297,31 +283,61 @@ pub fn run(
     options: &Options,
 ) -> Result<ProbeReport, ProbeError> {
     let api = Api::from_spec(spec, key_header);
-    let idempotent: Vec<_> = api
-        .operations
-        .iter()
-        .filter(|op| op.is_idempotent())
+    let idempotent: Vec<usize> = (0..api.operations.len())
+        .filter(|&i| api.operations[i].is_idempotent())
         .collect();
     if idempotent.is_empty() {
         return Err(ProbeError::NothingToProbe);
     }
     for name in &options.only {
-        if !idempotent.iter().any(|op| &op.id == name) {
+        if !idempotent.iter().any(|&i| &api.operations[i].id == name) {
             return Err(ProbeError::UnknownOperation(name.clone()));
         }
     }
-    let run_tag = run_tag();
+    let tag = run_tag();
+    let mut targets: Vec<Target> = api
+        .operations
+        .iter()
+        .map(|op| Target::of(spec, op, &tag))
+        .collect();
+    for (target, op) in targets.iter_mut().zip(&api.operations) {
+        if let Some(body) = options.operations.get(&op.id).and_then(|c| c.body.clone()) {
+            let second = synth::changed(&body);
+            target.body = Some((body, second));
+        }
+    }
+    let fixed = |op: usize, name: &str| -> Option<String> {
+        let id = &api.operations[op].id;
+        options
+            .path_params
+            .get(&format!("{id}.{name}"))
+            .or_else(|| options.operations.get(id).and_then(|c| c.path.get(name)))
+            .or_else(|| options.path_params.get(name))
+            .cloned()
+    };
+    let setups = |op: usize| -> Option<Vec<String>> {
+        options
+            .operations
+            .get(&api.operations[op].id)
+            .and_then(|c| c.setup.clone())
+    };
+    let planner = Planner::new(spec, &api, &fixed, &setups);
+    let prober = Prober {
+        targets: &targets,
+        options,
+        tag: &tag,
+    };
     let mut report = ProbeReport::default();
     for op in idempotent {
-        if !options.only.is_empty() && !options.only.contains(&op.id) {
+        if !options.only.is_empty() && !options.only.contains(&api.operations[op].id) {
             continue;
         }
-        let target = target(spec, &api, op, options, &run_tag);
+        let plan = planner.plan(op);
         if options.dry_run {
-            dry_run(&target, options, &run_tag, &mut report);
+            prober.dry_run(op, &plan, &mut report);
             continue;
         }
-        probe_operation(&target, options, &run_tag, &mut report)?;
+        prober.probe_operation(op, &plan, &mut report)?;
     }
     Ok(report)
 }
@@ -335,473 +351,474 @@ fn run_tag() -> String {
     format!("{:x}{:x}", now, std::process::id())
 }
 
-/// The operation node of `op` in the spec.
-fn operation_node<'s>(spec: &'s LoadedSpec, method: &str, path: &str) -> Option<NodeRef<'s>> {
-    crate::spec::operations(spec)
-        .into_iter()
-        .find(|o| o.method.eq_ignore_ascii_case(method) && o.path == path)
-        .map(|o| o.node)
+/// The requests of every operation, and what the probe was asked to do.
+struct Prober<'a> {
+    targets: &'a [Target],
+    options: &'a Options,
+    tag: &'a str,
 }
 
-/// The JSON request body of an operation node: (media type, an example or synthesized value, a
-/// second value that differs).
-fn body_of(
-    spec: &LoadedSpec,
-    node: NodeRef<'_>,
-    tag: &str,
-) -> Option<(String, Value, Option<Value>)> {
-    let body = node.node.get("requestBody")?;
-    let body = spec.deref(NodeRef {
-        file: node.file,
-        node: body,
-    });
-    let content = body.node.get("content").and_then(Node::as_map)?;
-    let (media_type, media) = content
-        .entries()
-        .iter()
-        .find(|(k, _)| k.text.contains("json"))?;
-    let media = NodeRef {
-        file: body.file,
-        node: media,
-    };
-    let schema = media.node.get("schema").map(|s| NodeRef {
-        file: media.file,
-        node: s,
-    });
-    let first = synth::media_example(spec, media)
-        .or_else(|| schema.map(|s| synth::value(spec, s, &format!("{tag}a"))))?;
-    let second = schema
-        .map(|s| synth::value(spec, s, &format!("{tag}b")))
-        .filter(|v| *v != first)
-        .or_else(|| synth::changed(&first));
-    Some((media_type.text.clone(), first, second))
+/// Why a check could not get the resource it needs.
+enum Unprepared {
+    /// No plan, or a setup call that did not succeed: the check is skipped with this reason.
+    Skip(String),
+    /// The server could not be reached.
+    Unreachable(ProbeError),
 }
 
-fn target(
-    spec: &LoadedSpec,
-    api: &Api,
-    op: &crate::ir::OperationIr,
-    options: &Options,
-    tag: &str,
-) -> Target {
-    let mut target = unresolved(spec, op, tag);
-    for p in op.params_in(ParamLocation::Path) {
-        let value = match options.path_params.get(&p.wire) {
-            Some(v) => Ok(v.clone()),
-            None if options.dry_run => Ok(format!("{{{}}}", p.wire)),
-            None => resource_from_create(spec, api, op, &p.wire, options, tag),
-        };
-        target.path = match (target.path, value) {
-            (Ok(path), Ok(value)) => Ok(path.replace(&format!("{{{}}}", p.wire), &value)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-    }
-    target
-}
-
-/// An operation's requests with its path template as it is (parameters not filled in).
-fn unresolved(spec: &LoadedSpec, op: &crate::ir::OperationIr, tag: &str) -> Target {
-    let node = operation_node(spec, &op.http_method, &op.path);
-    let body = node.and_then(|n| body_of(spec, n, tag));
-    Target {
-        id: op.id.clone(),
-        method: op.http_method.clone(),
-        path: Ok(op.path.clone()),
-        key_header: op
-            .idempotency
-            .as_ref()
-            .map(|i| i.key.header.clone())
-            .unwrap_or_default(),
-        max_key_length: op
-            .idempotency
-            .as_ref()
-            .map_or(idemgen_protocol::MAX_KEY_LEN, |i| {
-                usize::try_from(i.key.max_length).unwrap_or(idemgen_protocol::MAX_KEY_LEN)
-            }),
-        min_key_length: op
-            .idempotency
-            .as_ref()
-            .map_or(1, |i| usize::try_from(i.key.min_length).unwrap_or(1)),
-        content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
-        body: body.map(|(_, first, second)| (first, second)),
-        declared_4xx: Declared4xx::of(op),
-    }
-}
-
-/// A path parameter's value from a create: the `POST` on the path before the parameter's
-/// segment (`/widgets` for `/widgets/{id}/publish`), its body's property of the parameter's
-/// name, else the last segment of its `Location`.
-fn resource_from_create(
-    spec: &LoadedSpec,
-    api: &Api,
-    op: &crate::ir::OperationIr,
-    param: &str,
-    options: &Options,
-    tag: &str,
-) -> Result<String, String> {
-    let marker = format!("/{{{param}}}");
-    let prefix = op
-        .path
-        .split(&marker)
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let Some(create) = api
-        .operations
-        .iter()
-        .find(|o| o.http_method == "post" && o.path == prefix)
-    else {
-        return Err(format!(
-            "no value for path parameter `{param}`: pass --path-param {param}=VALUE (no POST {prefix} to create one)"
-        ));
-    };
-    let create_target = unresolved(spec, create, &format!("{tag}r"));
-    let key = fitted(
-        format!("probe-{tag}-{}-resource", op.id),
-        create_target.min_key_length,
-        create_target.max_key_length,
-    );
-    let request = create_target.request(
-        options,
-        create.is_idempotent().then_some(key.as_str()),
-        create_target.body.as_ref().map(|(b, _)| b),
-    );
-    let exchange =
-        http::send(&request).map_err(|e| format!("creating a resource for `{param}`: {e}"))?;
-    let got = &exchange.got;
-    if !(200..300).contains(&got.status) {
-        return Err(format!(
-            "creating a resource for `{param}` with POST {prefix} answered {}",
-            got.status
-        ));
-    }
-    if let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&got.body)
-        && let Some(value) = body.get(param)
-    {
-        return Ok(match value {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        });
-    }
-    if let Some(location) = got.header("location")
-        && let Some(last) = location.trim_end_matches('/').rsplit('/').next()
-    {
-        return Ok(last.to_string());
-    }
-    Err(format!(
-        "no value for path parameter `{param}`: POST {prefix} returned neither a `{param}` property nor a Location"
-    ))
-}
-
-fn dry_run(target: &Target, options: &Options, tag: &str, report: &mut ProbeReport) {
-    let key = |suffix: &str| {
+impl Prober<'_> {
+    /// A key for `check` of operation `op`, fitted to its header's lengths.
+    fn key(&self, op: usize, check: &str) -> String {
+        let target = &self.targets[op];
         fitted(
-            format!("probe-{tag}-{}-{suffix}", target.id),
+            format!("probe-{}-{}-{check}", self.tag, target.id),
             target.min_key_length,
             target.max_key_length,
         )
-    };
-    let body = target.body.as_ref().map(|(b, _)| b);
-    let second = target.body.as_ref().and_then(|(_, s)| s.as_ref());
-    let invalid = Value::Array(vec![]);
-    let long = target.too_long_key();
-    let at_limit = key_of_length(&key("limit"), target.max_key_length);
-    let mut plan: Vec<(&str, Request)> = vec![
-        ("key-missing", target.request(options, None, body)),
-        (
-            "key-malformed",
-            target.request(options, Some("has space"), body),
-        ),
-        (
-            "key-malformed",
-            target.request(options, Some("has\ttab"), body),
-        ),
-        ("key-malformed", target.request(options, Some(&long), body)),
-        (
-            "key-at-limit",
-            target.request(options, Some(&at_limit), body),
-        ),
-        (
-            "first-succeeds",
-            target.request(options, Some(&key("first")), body),
-        ),
-        (
-            "retry-replays",
-            target.request(options, Some(&key("first")), body),
-        ),
-    ];
-    if let Some(second) = second {
-        plan.push((
-            "changed-request",
-            target.request(options, Some(&key("first")), Some(second)),
-        ));
     }
-    if body.is_some() {
-        plan.push((
-            "failure-not-stored",
-            target.request(options, Some(&key("failure")), Some(&invalid)),
-        ));
-        plan.push((
-            "failure-not-stored",
-            target.request(options, Some(&key("failure")), body),
-        ));
-    }
-    plan.push((
-        "concurrent (20 copies at once)",
-        target.request(options, Some(&key("storm")), body),
-    ));
-    if !options.other_headers.is_empty() {
-        let other = Options {
-            headers: options.other_headers.clone(),
-            ..options.clone()
-        };
-        plan.push((
-            "owners-independent",
-            target.request(&other, Some(&key("first")), body),
-        ));
-    }
-    for (check, request) in plan {
-        report
-            .dry_run
-            .push((format!("{} {check}", target.id), request));
-    }
-}
 
-/// Runs every check of one operation.
-fn probe_operation(
-    target: &Target,
-    options: &Options,
-    tag: &str,
-    report: &mut ProbeReport,
-) -> Result<(), ProbeError> {
-    let mut record = |check: &'static str, outcome: Outcome| {
-        report.results.push(CheckResult {
-            operation: target.id.clone(),
-            check,
-            outcome,
-        })
-    };
-    if let Err(reason) = &target.path {
-        for (check, _) in CHECKS {
-            record(
-                check,
-                Outcome::Skipped {
-                    reason: reason.clone(),
-                },
-            );
-        }
-        return Ok(());
-    }
-    let key = |suffix: &str| {
-        fitted(
-            format!("probe-{tag}-{}-{suffix}", target.id),
-            target.min_key_length,
-            target.max_key_length,
-        )
-    };
-    let body = target.body.as_ref().map(|(b, _)| b);
-    let send = |request: &Request| -> Result<Exchange, ProbeError> {
+    fn send(&self, request: &Request) -> Result<Exchange, ProbeError> {
         http::send(request).map_err(|why| ProbeError::Unreachable {
             url: request.url.clone(),
             why,
         })
-    };
-    let mut problems: Vec<Exchange> = Vec::new();
+    }
 
-    // key-missing
-    let missing = send(&target.request(options, None, body))?;
-    record("key-missing", expect_status(&missing, 400));
-    problems.push(missing);
-
-    // key-malformed
-    let long = target.too_long_key();
-    let mut malformed = Outcome::Passed;
-    for bad in ["has space", "has\ttab", long.as_str()] {
-        let exchange = send(&target.request(options, Some(bad), body))?;
-        if let outcome @ Outcome::Failed { .. } = expect_status(&exchange, 400) {
-            malformed = outcome;
-            break;
+    /// A path to a fresh resource for `check` of `op`: the plan's setup calls run anew (each
+    /// with its own key), and the path parameters filled in from the last one.
+    fn fresh_path(
+        &self,
+        op: usize,
+        plan: &Result<Plan, String>,
+        check: &str,
+    ) -> Result<String, Unprepared> {
+        let plan = plan.as_ref().map_err(|why| Unprepared::Skip(why.clone()))?;
+        let mut previous: Option<(Exchange, BTreeMap<String, String>, Option<Value>)> = None;
+        for (i, step) in plan.steps.iter().enumerate() {
+            let done = previous.as_ref().map(|(exchange, path, body)| Done {
+                exchange,
+                path,
+                body: body.as_ref(),
+            });
+            let values = fill(&step.params, done.as_ref()).map_err(Unprepared::Skip)?;
+            let target = &self.targets[step.op];
+            let path = substitute(&target.template, &values);
+            // Distinct per probed operation too: two operations' checks of one name must not
+            // share (and replay) one setup resource.
+            let key = target.idempotent.then(|| {
+                self.key(
+                    step.op,
+                    &format!("{}-{check}-setup{i}", self.targets[op].id),
+                )
+            });
+            let body = target.body.as_ref().map(|(b, _)| b.clone());
+            let request = target.request(self.options, &path, key.as_deref(), body.as_ref());
+            let exchange = self.send(&request).map_err(Unprepared::Unreachable)?;
+            let label = format!(
+                "setup {} {} ({})",
+                target.method.to_ascii_uppercase(),
+                target.template,
+                target.id
+            );
+            if !(200..300).contains(&exchange.got.status) {
+                let why = business_answer(&exchange, &target.declared_4xx)
+                    .unwrap_or_else(|| format!("answered {}", exchange.got.status));
+                return Err(Unprepared::Skip(format!("{label}: {why}")));
+            }
+            previous = Some((exchange, values, body));
         }
-        problems.push(exchange);
-    }
-    record("key-malformed", malformed);
-
-    // key-at-limit
-    let at_limit = send(&target.request(
-        options,
-        Some(&key_of_length(&key("limit"), target.max_key_length)),
-        body,
-    ))?;
-    let business = |e: &Exchange| business_answer(e, &target.declared_4xx);
-    record(
-        "key-at-limit",
-        if (200..300).contains(&at_limit.got.status) {
-            Outcome::Passed
-        } else if let Some(reason) = business(&at_limit) {
-            Outcome::Skipped { reason }
-        } else {
-            failed(
-                &at_limit,
-                format!(
-                    "a key of {} characters (the header's maxLength) answered {}, not 2xx",
-                    target.max_key_length, at_limit.got.status
-                ),
-            )
-        },
-    );
-
-    // first-succeeds, retry-replays
-    let first_key = key("first");
-    let first = send(&target.request(options, Some(&first_key), body))?;
-    let first_ok = (200..300).contains(&first.got.status);
-    let first_business = business(&first);
-    record(
-        "first-succeeds",
-        match &first_business {
-            _ if first_ok => Outcome::Passed,
-            Some(reason) => Outcome::Skipped {
-                reason: reason.clone(),
-            },
-            None => failed(&first, format!("answered {}, not 2xx", first.got.status)),
-        },
-    );
-    let skipped_first = || Outcome::Skipped {
-        reason: match &first_business {
-            Some(reason) => format!("the first request did not succeed: {reason}"),
-            None => "the first request did not succeed".into(),
-        },
-    };
-    if first_ok {
-        let retry = send(&target.request(options, Some(&first_key), body))?;
-        record("retry-replays", replay_of(&first, &retry));
-    } else {
-        record("retry-replays", skipped_first());
+        let done = previous.as_ref().map(|(exchange, path, body)| Done {
+            exchange,
+            path,
+            body: body.as_ref(),
+        });
+        let values = fill(&plan.params, done.as_ref()).map_err(Unprepared::Skip)?;
+        Ok(substitute(&self.targets[op].template, &values))
     }
 
-    // changed-request
-    match (
-        first_ok,
-        target.body.as_ref().and_then(|(_, second)| second.as_ref()),
-    ) {
-        (false, _) => record("changed-request", skipped_first()),
-        (true, None) => record(
-            "changed-request",
-            Outcome::Skipped {
-                reason: "the operation has no JSON body the probe can vary".into(),
-            },
-        ),
-        (true, Some(second)) => {
-            let changed = send(&target.request(options, Some(&first_key), Some(second)))?;
-            record("changed-request", expect_status(&changed, 422));
-            problems.push(changed);
+    /// `--dry-run`: the requests every check would send, setup calls included (with their
+    /// parameters as placeholders).
+    fn dry_run(&self, op: usize, plan: &Result<Plan, String>, report: &mut ProbeReport) {
+        let target = &self.targets[op];
+        let options = self.options;
+        let mut plan_lines: Vec<(String, Request)> = Vec::new();
+        if let Ok(plan) = plan {
+            for step in &plan.steps {
+                let setup = &self.targets[step.op];
+                let key = setup.idempotent.then(|| self.key(step.op, "setup"));
+                plan_lines.push((
+                    format!(
+                        "setup ({}, before every check that needs a resource)",
+                        setup.id
+                    ),
+                    setup.request(
+                        options,
+                        &setup.template,
+                        key.as_deref(),
+                        setup.body.as_ref().map(|(b, _)| b),
+                    ),
+                ));
+            }
         }
-    }
-
-    // failure-not-stored
-    if target.body.is_none() {
-        record(
-            "failure-not-stored",
-            Outcome::Skipped {
-                reason: "the operation has no JSON body the probe can make invalid".into(),
-            },
+        let path = target.template.as_str();
+        let body = target.body.as_ref().map(|(b, _)| b);
+        let key = |check: &str| self.key(op, check);
+        let long = target.too_long_key();
+        let at_limit = key_of_length(&key("limit"), target.max_key_length);
+        let mut push = |check: &str, request: Request| plan_lines.push((check.to_owned(), request));
+        push("key-missing", target.request(options, path, None, body));
+        for bad in ["has space", "has\ttab", long.as_str()] {
+            push(
+                "key-malformed",
+                target.request(options, path, Some(bad), body),
+            );
+        }
+        push(
+            "key-at-limit",
+            target.request(options, path, Some(&at_limit), body),
         );
-    } else {
-        let failure_key = key("failure");
-        let invalid =
-            send(&target.request(options, Some(&failure_key), Some(&Value::Array(vec![]))))?;
-        if (200..300).contains(&invalid.got.status) {
-            record(
+        push(
+            "first-succeeds",
+            target.request(options, path, Some(&key("first")), body),
+        );
+        push(
+            "retry-replays",
+            target.request(options, path, Some(&key("first")), body),
+        );
+        if let Some(changed) = target.changed_request(options, path, &key("first")) {
+            push("changed-request", changed);
+        }
+        if let Some((invalid, _)) = target.invalid_request(options, path, &key("failure")) {
+            push("failure-not-stored", invalid);
+            push(
+                "failure-not-stored",
+                target.request(options, path, Some(&key("failure")), body),
+            );
+        }
+        push(
+            "concurrent (20 copies at once)",
+            target.request(options, path, Some(&key("storm")), body),
+        );
+        if !options.other_headers.is_empty() {
+            let other = Options {
+                headers: options.other_headers.clone(),
+                ..options.clone()
+            };
+            push(
+                "owners-independent",
+                target.request(&other, path, Some(&key("first")), body),
+            );
+        }
+        for (check, request) in plan_lines {
+            report
+                .dry_run
+                .push((format!("{} {check}", target.id), request));
+        }
+    }
+
+    /// Runs every check of one operation, each on a resource of its own.
+    fn probe_operation(
+        &self,
+        op: usize,
+        plan: &Result<Plan, String>,
+        report: &mut ProbeReport,
+    ) -> Result<(), ProbeError> {
+        let target = &self.targets[op];
+        let options = self.options;
+        let mut record = |check: &'static str, outcome: Outcome| {
+            report.results.push(CheckResult {
+                operation: target.id.clone(),
+                check,
+                outcome,
+            })
+        };
+        // A fresh resource, or the outcome that skips the check.
+        let fresh = |check: &str| -> Result<Result<String, Outcome>, ProbeError> {
+            match self.fresh_path(op, plan, check) {
+                Ok(path) => Ok(Ok(path)),
+                Err(Unprepared::Skip(reason)) => Ok(Err(Outcome::Skipped { reason })),
+                Err(Unprepared::Unreachable(e)) => Err(e),
+            }
+        };
+        let key = |check: &str| self.key(op, check);
+        let body = target.body.as_ref().map(|(b, _)| b);
+        let business = |e: &Exchange| business_answer(e, &target.declared_4xx);
+        let mut problems: Vec<Exchange> = Vec::new();
+
+        // key-missing, key-malformed: refused before anything touches the resource; one for both.
+        match fresh("refusals")? {
+            Err(skip) => {
+                record("key-missing", skip.clone());
+                record("key-malformed", skip);
+            }
+            Ok(path) => {
+                let missing = self.send(&target.request(options, &path, None, body))?;
+                record("key-missing", expect_status(&missing, 400));
+                problems.push(missing);
+                let long = target.too_long_key();
+                let mut malformed = Outcome::Passed;
+                for bad in ["has space", "has\ttab", long.as_str()] {
+                    let exchange = self.send(&target.request(options, &path, Some(bad), body))?;
+                    if let outcome @ Outcome::Failed { .. } = expect_status(&exchange, 400) {
+                        malformed = outcome;
+                        break;
+                    }
+                    problems.push(exchange);
+                }
+                record("key-malformed", malformed);
+            }
+        }
+
+        // key-at-limit
+        match fresh("limit")? {
+            Err(skip) => record("key-at-limit", skip),
+            Ok(path) => {
+                let limit = key_of_length(&key("limit"), target.max_key_length);
+                let at_limit = self.send(&target.request(options, &path, Some(&limit), body))?;
+                record(
+                    "key-at-limit",
+                    if (200..300).contains(&at_limit.got.status) {
+                        Outcome::Passed
+                    } else if let Some(reason) = business(&at_limit) {
+                        Outcome::Skipped { reason }
+                    } else {
+                        failed(
+                            &at_limit,
+                            format!(
+                                "a key of {} characters (the header's maxLength) answered {}, not 2xx",
+                                target.max_key_length, at_limit.got.status
+                            ),
+                        )
+                    },
+                );
+            }
+        }
+
+        // first-succeeds, retry-replays, changed-request: one resource, one key.
+        let first_key = key("first");
+        let mut first_done: Option<(String, Exchange)> = None;
+        let mut first_skipped = Outcome::Skipped {
+            reason: "the first request did not succeed".into(),
+        };
+        match fresh("first")? {
+            Err(skip) => {
+                for check in ["first-succeeds", "retry-replays", "changed-request"] {
+                    record(check, skip.clone());
+                }
+                first_skipped = skip;
+            }
+            Ok(path) => {
+                let first = self.send(&target.request(options, &path, Some(&first_key), body))?;
+                let first_ok = (200..300).contains(&first.got.status);
+                let first_business = business(&first);
+                record(
+                    "first-succeeds",
+                    match &first_business {
+                        _ if first_ok => Outcome::Passed,
+                        Some(reason) => Outcome::Skipped {
+                            reason: reason.clone(),
+                        },
+                        None => failed(&first, format!("answered {}, not 2xx", first.got.status)),
+                    },
+                );
+                let skipped_first = || Outcome::Skipped {
+                    reason: match &first_business {
+                        Some(reason) => format!("the first request did not succeed: {reason}"),
+                        None => "the first request did not succeed".into(),
+                    },
+                };
+                if first_ok {
+                    let retry =
+                        self.send(&target.request(options, &path, Some(&first_key), body))?;
+                    record("retry-replays", replay_of(&first, &retry));
+                    match target.changed_request(options, &path, &first_key) {
+                        None => record(
+                            "changed-request",
+                            Outcome::Skipped {
+                                reason: "the operation has no body, query parameter or fingerprinted header the probe can vary".into(),
+                            },
+                        ),
+                        Some(changed) => {
+                            let changed = self.send(&changed)?;
+                            record("changed-request", expect_status(&changed, 422));
+                            problems.push(changed);
+                        }
+                    }
+                    first_done = Some((path, first));
+                } else {
+                    record("retry-replays", skipped_first());
+                    record("changed-request", skipped_first());
+                    first_skipped = skipped_first();
+                }
+            }
+        }
+
+        // failure-not-stored
+        match target.invalid_request(options, "", "") {
+            None => record(
                 "failure-not-stored",
                 Outcome::Skipped {
-                    reason: "the server accepted an invalid body (`[]`), so no failure could be provoked".into(),
+                    reason: "the operation has no body and no query parameter the probe can make invalid".into(),
                 },
-            );
-        } else {
-            let valid = send(&target.request(options, Some(&failure_key), body))?;
-            let executed = (200..300).contains(&valid.got.status) && !valid.got.replayed();
-            record(
-                "failure-not-stored",
-                if executed {
-                    Outcome::Passed
-                } else if let Some(reason) = business(&valid) {
-                    Outcome::Skipped { reason }
-                } else {
-                    failed(
-                        &valid,
-                        format!(
-                            "after a {} for an invalid body, the valid request with the same key answered {}{}",
-                            invalid.got.status,
-                            valid.got.status,
-                            if valid.got.replayed() {
-                                " (a replay)"
+            ),
+            Some(_) => match fresh("failure")? {
+                Err(skip) => record("failure-not-stored", skip),
+                Ok(path) => {
+                    let failure_key = key("failure");
+                    let Some((request, what)) =
+                        target.invalid_request(options, &path, &failure_key)
+                    else {
+                        unreachable!("checked above");
+                    };
+                    let invalid = self.send(&request)?;
+                    if (200..300).contains(&invalid.got.status) {
+                        record(
+                            "failure-not-stored",
+                            Outcome::Skipped {
+                                reason: format!("the server accepted {what}, so no failure could be provoked"),
+                            },
+                        );
+                    } else {
+                        let valid =
+                            self.send(&target.request(options, &path, Some(&failure_key), body))?;
+                        let executed =
+                            (200..300).contains(&valid.got.status) && !valid.got.replayed();
+                        record(
+                            "failure-not-stored",
+                            if executed {
+                                Outcome::Passed
+                            } else if let Some(reason) = business(&valid) {
+                                Outcome::Skipped { reason }
                             } else {
-                                ""
-                            }
-                        ),
-                    )
+                                failed(
+                                    &valid,
+                                    format!(
+                                        "after a {} for {what}, the valid request with the same key answered {}{}",
+                                        invalid.got.status,
+                                        valid.got.status,
+                                        if valid.got.replayed() { " (a replay)" } else { "" }
+                                    ),
+                                )
+                            },
+                        );
+                    }
+                }
+            },
+        }
+
+        // concurrent
+        match fresh("storm")? {
+            Err(skip) => record("concurrent", skip),
+            Ok(path) => {
+                let request = target.request(options, &path, Some(&key("storm")), body);
+                let answers = http::send_concurrently(&request, 20);
+                record(
+                    "concurrent",
+                    concurrent(&answers, &target.declared_4xx, &mut problems),
+                );
+            }
+        }
+
+        // owners-independent: the first request's resource and key, another credential.
+        if options.other_headers.is_empty() {
+            record(
+                "owners-independent",
+                Outcome::Skipped {
+                    reason: "no second credential: pass --other-header".into(),
                 },
             );
+        } else if let Some((path, first)) = &first_done {
+            let other = Options {
+                headers: options.other_headers.clone(),
+                ..options.clone()
+            };
+            let theirs = self.send(&target.request(&other, path, Some(&first_key), body))?;
+            record("owners-independent", independent(first, &theirs));
+        } else {
+            record("owners-independent", first_skipped);
         }
-    }
 
-    // concurrent
-    let storm_key = key("storm");
-    let request = target.request(options, Some(&storm_key), body);
-    let answers = http::send_concurrently(&request, 20);
-    record(
-        "concurrent",
-        concurrent(&answers, &target.declared_4xx, &mut problems),
-    );
-
-    // owners-independent
-    if options.other_headers.is_empty() {
+        // problem-json
+        let protocol_errors: Vec<&Exchange> = problems
+            .iter()
+            .filter(|e| matches!(e.got.status, 400 | 409 | 422))
+            .collect();
+        let not_problem = protocol_errors.iter().find(|e| {
+            !e.got
+                .header("content-type")
+                .is_some_and(|ct| ct.starts_with("application/problem+json"))
+        });
         record(
-            "owners-independent",
-            Outcome::Skipped {
-                reason: "no second credential: pass --other-header".into(),
+            "problem-json",
+            match (protocol_errors.is_empty(), not_problem) {
+                (true, _) => Outcome::Skipped {
+                    reason: "no 400, 409 or 422 answer was seen".into(),
+                },
+                (false, Some(e)) => failed(
+                    e,
+                    format!(
+                        "a {} answer is `{}`",
+                        e.got.status,
+                        e.got
+                            .header("content-type")
+                            .unwrap_or("without Content-Type")
+                    ),
+                ),
+                (false, None) => Outcome::Passed,
             },
         );
-    } else if !first_ok {
-        record("owners-independent", skipped_first());
-    } else {
-        let other = Options {
-            headers: options.other_headers.clone(),
-            ..options.clone()
-        };
-        let theirs = send(&target.request(&other, Some(&first_key), body))?;
-        record("owners-independent", independent(&first, &theirs));
+        Ok(())
     }
+}
 
-    // problem-json
-    let protocol_errors: Vec<&Exchange> = problems
+/// The values of `params`, from the step before.
+fn fill(
+    params: &[(String, Source)],
+    done: Option<&Done<'_>>,
+) -> Result<BTreeMap<String, String>, String> {
+    params
         .iter()
-        .filter(|e| matches!(e.got.status, 400 | 409 | 422))
-        .collect();
-    let not_problem = protocol_errors.iter().find(|e| {
-        !e.got
-            .header("content-type")
-            .is_some_and(|ct| ct.starts_with("application/problem+json"))
-    });
-    record(
-        "problem-json",
-        match (protocol_errors.is_empty(), not_problem) {
-            (true, _) => Outcome::Skipped {
-                reason: "no 400, 409 or 422 answer was seen".into(),
-            },
-            (false, Some(e)) => failed(
-                e,
-                format!(
-                    "a {} answer is `{}`",
-                    e.got.status,
-                    e.got
-                        .header("content-type")
-                        .unwrap_or("without Content-Type")
-                ),
-            ),
-            (false, None) => Outcome::Passed,
-        },
-    );
-    Ok(())
+        .map(|(name, source)| Ok((name.clone(), chain::value_of(source, name, done)?)))
+        .collect()
+}
+
+/// `template` with its `{name}` parameters replaced, percent-encoded as a path segment.
+fn substitute(template: &str, values: &BTreeMap<String, String>) -> String {
+    let mut path = template.to_owned();
+    for (name, value) in values {
+        path = path.replace(&format!("{{{name}}}"), &segment(value));
+    }
+    path
+}
+
+/// A path segment: everything but unreserved characters and sub-delimiters percent-encoded.
+fn segment(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'.'
+            | b'_'
+            | b'~'
+            | b'!'
+            | b'$'
+            | b'&'
+            | b'\''
+            | b'('
+            | b')'
+            | b'*'
+            | b'+'
+            | b','
+            | b';'
+            | b'='
+            | b':'
+            | b'@' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn failed(exchange: &Exchange, why: String) -> Outcome {

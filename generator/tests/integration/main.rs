@@ -24,6 +24,8 @@ mod load_errors;
 mod lock_shape;
 /// `idemgen probe` against a correct server and broken copies of it.
 mod probe;
+/// `idemgen probe` against a stateful payments API: links, fresh preconditions, business answers.
+mod probe_stateful;
 /// Property-based tests: mutated and random documents never panic the loader.
 mod proptests;
 /// Data-driven rule cases: one line per fixture and expected findings.

@@ -1,0 +1,354 @@
+//! One operation's requests as the probe builds them: a valid request (examples first, else
+//! values synthesized from the schemas, as JSON or as a form), a second one that differs in its
+//! semantic input (the body, else a query parameter, else a fingerprinted header), and an invalid
+//! one (a body that cannot be the operation's, else a required query parameter left out, else a
+//! query value of the wrong type).
+
+use serde_json::Value;
+
+use crate::ir::{OperationIr, ParamLocation};
+use crate::loader::{LoadedSpec, Node, NodeRef};
+
+use super::http::Request;
+use super::{Declared4xx, Options, synth};
+
+/// How the body is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Encoding {
+    Json,
+    Form,
+}
+
+/// One operation's requests.
+pub(super) struct Target {
+    pub id: String,
+    pub method: String,
+    /// The path template (`/payments/{id}/capture`).
+    pub template: String,
+    pub key_header: String,
+    /// The longest key the operation accepts: its header's `maxLength`, at most 255.
+    pub max_key_length: usize,
+    /// The shortest key its spec allows: the header's `minLength` (at least 1).
+    pub min_key_length: usize,
+    pub content_type: Option<String>,
+    pub encoding: Encoding,
+    /// A valid body, and a second valid one that differs (for `changed-request`).
+    pub body: Option<(Value, Option<Value>)>,
+    /// The query parameters every request carries (the required ones), synthesized.
+    pub query: Vec<(String, String)>,
+    /// The header parameters marked `x-idempotency-fingerprint: true`, with a value each.
+    pub headers: Vec<(String, String)>,
+    /// How `changed-request` changes a request without a body to vary: a query parameter or a
+    /// fingerprinted header, and the other value.
+    pub alternative: Option<(ParamLocation, String, String)>,
+    /// How `failure-not-stored` breaks a request without a body: a required query parameter
+    /// left out (`None` value) or given a value of the wrong type.
+    pub invalid_query: Option<(String, Option<String>)>,
+    pub declared_4xx: Declared4xx,
+    pub idempotent: bool,
+}
+
+impl Target {
+    /// The requests of `op` (its spec node found by method and path), with values tagged `tag`.
+    pub fn of(spec: &LoadedSpec, op: &OperationIr, tag: &str) -> Target {
+        let view = crate::spec::operations(spec)
+            .into_iter()
+            .find(|o| o.method.eq_ignore_ascii_case(&op.http_method) && o.path == op.path);
+        let body = view.and_then(|v| body_of(spec, v.node, tag));
+        let key = op.idempotency.as_ref().map(|i| &i.key);
+        let mut target = Target {
+            id: op.id.clone(),
+            method: op.http_method.clone(),
+            template: op.path.clone(),
+            key_header: key.map(|k| k.header.clone()).unwrap_or_default(),
+            max_key_length: key.map_or(idemgen_protocol::MAX_KEY_LEN, |k| {
+                usize::try_from(k.max_length).unwrap_or(idemgen_protocol::MAX_KEY_LEN)
+            }),
+            min_key_length: key.map_or(1, |k| usize::try_from(k.min_length).unwrap_or(1)),
+            content_type: body.as_ref().map(|(ct, _, _, _)| ct.clone()),
+            encoding: body.as_ref().map_or(Encoding::Json, |(_, e, _, _)| *e),
+            body: body.map(|(_, _, first, second)| (first, second)),
+            query: Vec::new(),
+            headers: Vec::new(),
+            alternative: None,
+            invalid_query: None,
+            declared_4xx: Declared4xx::of(op),
+            idempotent: op.is_idempotent(),
+        };
+        let Some(view) = view else {
+            return target;
+        };
+        let fingerprinted: Vec<String> = op
+            .idempotency
+            .as_ref()
+            .map(|i| i.input.header.iter().map(|p| p.wire.clone()).collect())
+            .unwrap_or_default();
+        for p in view.parameters(spec) {
+            let (Some(name), Some(location)) = (p.name, p.location) else {
+                continue;
+            };
+            let required = p.node.node.get("required").and_then(Node::as_bool) == Some(true);
+            let schema = p.schema(spec);
+            let value = |unique: &str| {
+                schema
+                    .map(|s| scalar(&synth::value(spec, s, unique)))
+                    .unwrap_or_else(|| format!("probe{unique}"))
+            };
+            match location {
+                "query" => {
+                    if required {
+                        target
+                            .query
+                            .push((name.to_owned(), value(&format!("{tag}q"))));
+                        if target.invalid_query.is_none() {
+                            target.invalid_query = Some((name.to_owned(), None));
+                        }
+                    }
+                    // A query parameter is preferred to a header for `changed-request`.
+                    let other = value(&format!("{tag}q2"));
+                    if target
+                        .alternative
+                        .as_ref()
+                        .is_none_or(|(l, _, _)| *l == ParamLocation::Header)
+                    {
+                        target.alternative = Some((ParamLocation::Query, name.to_owned(), other));
+                    }
+                    let numeric = schema.is_some_and(|s| {
+                        matches!(
+                            spec.deref(s).node.get("type").and_then(Node::as_str),
+                            Some("integer" | "number")
+                        )
+                    });
+                    if numeric && target.invalid_query.is_none() {
+                        target.invalid_query =
+                            Some((name.to_owned(), Some("not-a-number".to_owned())));
+                    }
+                }
+                "header" if fingerprinted.contains(&name.to_ascii_lowercase()) => {
+                    target
+                        .headers
+                        .push((name.to_owned(), value(&format!("{tag}h"))));
+                    if target.alternative.is_none() {
+                        let other = value(&format!("{tag}h2"));
+                        target.alternative = Some((ParamLocation::Header, name.to_owned(), other));
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A query alternative equal to the value already sent changes nothing.
+        if let Some((ParamLocation::Query, name, other)) = &target.alternative
+            && target.query.iter().any(|(n, v)| n == name && v == other)
+        {
+            let changed = format!("{other}x");
+            target.alternative = Some((ParamLocation::Query, name.clone(), changed));
+        }
+        target
+    }
+
+    /// One character more than the operation accepts.
+    pub fn too_long_key(&self) -> String {
+        "k".repeat(self.max_key_length + 1)
+    }
+
+    /// The valid request to `path`, with `key` and `body`.
+    pub fn request(
+        &self,
+        options: &Options,
+        path: &str,
+        key: Option<&str>,
+        body: Option<&Value>,
+    ) -> Request {
+        self.build(options, path, key, body, &self.query, &self.headers)
+    }
+
+    /// The same request with the semantic input changed where it can be without a body: a
+    /// query parameter or a fingerprinted header with another value.
+    pub fn changed_request(&self, options: &Options, path: &str, key: &str) -> Option<Request> {
+        if let Some((_, Some(second))) = &self.body {
+            return Some(self.request(options, path, Some(key), Some(second)));
+        }
+        let body = self.body.as_ref().map(|(b, _)| b);
+        let (location, name, other) = self.alternative.as_ref()?;
+        let replace = |list: &[(String, String)]| {
+            let mut list: Vec<(String, String)> =
+                list.iter().filter(|(n, _)| n != name).cloned().collect();
+            list.push((name.clone(), other.clone()));
+            list
+        };
+        Some(match location {
+            ParamLocation::Header => self.build(
+                options,
+                path,
+                Some(key),
+                body,
+                &self.query,
+                &replace(&self.headers),
+            ),
+            _ => self.build(
+                options,
+                path,
+                Some(key),
+                body,
+                &replace(&self.query),
+                &self.headers,
+            ),
+        })
+    }
+
+    /// A request the operation must refuse (and not store), with what makes it invalid.
+    pub fn invalid_request(
+        &self,
+        options: &Options,
+        path: &str,
+        key: &str,
+    ) -> Option<(Request, String)> {
+        if self.body.is_some() {
+            let invalid = Value::Array(vec![]);
+            return Some((
+                self.request(options, path, Some(key), Some(&invalid)),
+                "an invalid body (`[]`)".into(),
+            ));
+        }
+        let (name, value) = self.invalid_query.as_ref()?;
+        let mut query: Vec<(String, String)> = self
+            .query
+            .iter()
+            .filter(|(n, _)| n != name)
+            .cloned()
+            .collect();
+        let what = match value {
+            None => format!("the required query parameter `{name}` left out"),
+            Some(v) => {
+                query.push((name.clone(), v.clone()));
+                format!("the query parameter `{name}={v}`")
+            }
+        };
+        Some((
+            self.build(options, path, Some(key), None, &query, &self.headers),
+            what,
+        ))
+    }
+
+    fn build(
+        &self,
+        options: &Options,
+        path: &str,
+        key: Option<&str>,
+        body: Option<&Value>,
+        query: &[(String, String)],
+        fingerprinted: &[(String, String)],
+    ) -> Request {
+        let mut headers = options.headers.clone();
+        headers.extend(fingerprinted.iter().cloned());
+        if let Some(key) = key {
+            headers.push((self.key_header.clone(), key.to_string()));
+        }
+        if let (Some(ct), Some(_)) = (&self.content_type, body) {
+            headers.push(("content-type".into(), ct.clone()));
+        }
+        let mut url = format!("{}{}", options.base_url.trim_end_matches('/'), path);
+        for (i, (name, value)) in query.iter().enumerate() {
+            url.push(if i == 0 { '?' } else { '&' });
+            url.push_str(&percent(name));
+            url.push('=');
+            url.push_str(&percent(value));
+        }
+        let body = body.map(|b| match (self.encoding, b) {
+            (Encoding::Form, Value::Object(fields)) => form(fields).into_bytes(),
+            _ => serde_json::to_vec(b).unwrap_or_default(),
+        });
+        Request {
+            method: self.method.to_ascii_uppercase(),
+            url,
+            headers,
+            body,
+        }
+    }
+}
+
+/// A form body of an object's scalar fields (`a=1&b=x+y`).
+fn form(fields: &serde_json::Map<String, Value>) -> String {
+    fields
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| format!("{}={}", percent(k), percent(&scalar(v))))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn percent(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The request body of an operation node: (media type, how it is encoded, an example or
+/// synthesized value, a second value that differs). JSON preferred, else a form.
+fn body_of(
+    spec: &LoadedSpec,
+    node: NodeRef<'_>,
+    tag: &str,
+) -> Option<(String, Encoding, Value, Option<Value>)> {
+    let body = node.node.get("requestBody")?;
+    let body = spec.deref(NodeRef {
+        file: node.file,
+        node: body,
+    });
+    let content = body.node.get("content").and_then(Node::as_map)?;
+    let (media_type, encoding, media) = content
+        .entries()
+        .iter()
+        .find(|(k, _)| crate::spec::is_json(&k.text))
+        .map(|(k, m)| (k, Encoding::Json, m))
+        .or_else(|| {
+            content
+                .entries()
+                .iter()
+                .find(|(k, _)| crate::spec::is_form(&k.text))
+                .map(|(k, m)| (k, Encoding::Form, m))
+        })?;
+    let media = NodeRef {
+        file: body.file,
+        node: media,
+    };
+    let schema = media.node.get("schema").map(|s| NodeRef {
+        file: media.file,
+        node: s,
+    });
+    let first = synth::media_example(spec, media)
+        .or_else(|| schema.map(|s| synth::value(spec, s, &format!("{tag}a"))))?;
+    let second = schema
+        .map(|s| synth::value(spec, s, &format!("{tag}b")))
+        .filter(|v| *v != first)
+        .or_else(|| synth::changed(&first));
+    Some((media_type.text.clone(), encoding, first, second))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_and_queries_are_percent_encoded() {
+        let fields = serde_json::json!({"name": "a b&c", "n": 3, "gone": null});
+        let Value::Object(fields) = fields else {
+            unreachable!()
+        };
+        assert_eq!(form(&fields), "n=3&name=a%20b%26c");
+        assert_eq!(percent("é/?"), "%C3%A9%2F%3F");
+    }
+}
