@@ -240,7 +240,12 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
             .iter()
             .map(|p: &ParamIr| {
                 let required = p.required || matches!(p.ty, TypeRef::Vec(_));
-                (p.wire.clone(), shaper.member(required, &p.ty))
+                let mut member = shaper.member(required, &p.ty);
+                if p.default.is_some() {
+                    // Absent and the default now fingerprint alike: a new shape.
+                    record_default(&mut member, p.default_json.as_ref());
+                }
+                (p.wire.clone(), member)
             })
             .collect();
         out.insert(group.into(), Json::Object(members));
@@ -258,6 +263,15 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
         out.insert("body".into(), Json::Object(entry));
     }
     Json::Object(out)
+}
+
+/// Adds the applied `default` to a member's shape (`{"required": false, "default": 20, …}`): an
+/// operation whose semantic input gains one fingerprints an absent value as the default, where
+/// it used to omit it, so its shape changes and its fingerprint version must be bumped.
+fn record_default(member: &mut Json, value: Option<&Json>) {
+    if let Json::Object(m) = member {
+        m.insert("default".into(), value.cloned().unwrap_or(Json::Null));
+    }
 }
 
 /// Expands types into the JSON they serialise as.
@@ -317,7 +331,13 @@ impl<'t> Shaper<'t> {
                 let mut m = Map::new();
                 let members = fields
                     .iter()
-                    .map(|f| (f.wire.clone(), self.member(f.required, &f.field_type())))
+                    .map(|f| {
+                        let mut member = self.member(f.required, &f.field_type());
+                        if f.default.is_some() {
+                            record_default(&mut member, f.default_json.as_ref());
+                        }
+                        (f.wire.clone(), member)
+                    })
                     .collect();
                 m.insert("object".into(), Json::Object(members));
                 if let Some(extra) = extra {

@@ -213,6 +213,19 @@ pub struct ParamIr {
     pub checks: Checks,
     /// Its `description`.
     pub doc: Option<String>,
+    /// The schema's `default` as written (optional query and header parameters only).
+    pub default_json: Option<serde_json::Value>,
+    /// The value an absent parameter takes: `default_json` as a value of its (scalar) type,
+    /// when it is one. The request struct's field is then that type, not `Option`.
+    pub default: Option<types::DefaultExpr>,
+}
+
+impl ParamIr {
+    /// Whether the request struct's field holds a value even when the request has none: a
+    /// required parameter, or one with an applied default (arrays are served empty instead).
+    pub fn always_present(&self) -> bool {
+        self.required || self.default.is_some()
+    }
 }
 
 /// How a body is carried.
@@ -388,6 +401,8 @@ impl Api {
             });
         }
         let mut types = space.finish();
+        apply_param_defaults(&mut operations, &types);
+        types::imply_tags(&mut types, &operation_uses(&operations));
         mark_usage(&operations, &mut types);
         Api {
             title,
@@ -397,6 +412,52 @@ impl Api {
             operations,
             types,
             key_header: key_header.to_ascii_lowercase(),
+        }
+    }
+}
+
+/// Every named type an operation uses directly: parameters, bodies, response bodies and headers.
+fn operation_uses(operations: &[OperationIr]) -> std::collections::BTreeSet<String> {
+    let mut out = Vec::new();
+    for op in operations {
+        for p in &op.params {
+            types::named_in(&p.ty, &mut out);
+        }
+        if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = op.body.as_ref().map(|b| &b.kind) {
+            types::named_in(ty, &mut out);
+        }
+        for r in &op.responses {
+            if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = r.body.as_ref().map(|b| &b.kind)
+            {
+                types::named_in(ty, &mut out);
+            }
+            for h in &r.headers {
+                types::named_in(&h.ty, &mut out);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Sets [`ParamIr::default`] on every optional scalar parameter whose `default` is a value of
+/// its type, in the request and in the semantic input alike.
+fn apply_param_defaults(operations: &mut [OperationIr], types: &[TypeDef]) {
+    let defs: std::collections::HashMap<&str, &TypeDef> =
+        types.iter().map(|d| (d.name.as_str(), d)).collect();
+    let lookup = |name: &str| defs.get(name).copied();
+    let resolve = |p: &mut ParamIr| {
+        if p.required || matches!(p.ty, TypeRef::Vec(_)) {
+            return;
+        }
+        if let Some(value) = &p.default_json {
+            p.default = types::resolve_default(value, &p.ty, &lookup);
+        }
+    };
+    for op in operations {
+        op.params.iter_mut().for_each(resolve);
+        if let Some(idempotency) = &mut op.idempotency {
+            idempotency.input.path.iter_mut().for_each(resolve);
+            idempotency.input.query.iter_mut().for_each(resolve);
         }
     }
 }
@@ -520,12 +581,17 @@ fn operation_ir<'s>(
         };
         let required = location == ParamLocation::Path
             || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
-        let (ty, checks) = match raw_param_schema(&p) {
+        let (ty, checks, default_json) = match raw_param_schema(&p) {
             Some(schema) => {
                 let ty = space.type_of(schema, &format!("{name}{}", type_name(wire)));
-                (param_type(space, ty, location), Checks::of(schema.node))
+                let default_json = (!required).then(|| space.default_of(schema)).flatten();
+                (
+                    param_type(space, ty, location),
+                    Checks::of(schema.node),
+                    default_json,
+                )
             }
-            None => (TypeRef::String, Checks::default()),
+            None => (TypeRef::String, Checks::default(), None),
         };
         params.push(ParamIr {
             field: fields.claim(&snake_name(wire)),
@@ -535,6 +601,8 @@ fn operation_ir<'s>(
             ty,
             checks,
             doc: types::description(p.node.node),
+            default_json,
+            default: None,
         });
     }
 

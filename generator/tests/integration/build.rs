@@ -9,7 +9,7 @@ use idemgen::Config;
 use idemgen::build::{self, Drift, GeneratedFile};
 
 /// The fixtures under `tests/fixtures/build`, each compiled as `tests/compile/src/<name>`.
-const FIXTURES: [&str; 4] = ["forms", "patterns", "shapes", "widgets"];
+const FIXTURES: [&str; 5] = ["defaults", "forms", "patterns", "shapes", "widgets"];
 
 fn spec(name: &str) -> PathBuf {
     Path::new("tests/fixtures/build")
