@@ -85,11 +85,16 @@ pub enum RuleId {
     StreamNotReplayable,
     /// A schema's `pattern` is not an ECMA-262 regular expression the engine compiles.
     PatternInvalid,
+    /// A schema's `default` is not a value of that schema.
+    DefaultInvalid,
+    /// A discriminator's `mapping` names a schema that is not an alternative, or an alternative
+    /// lacks the discriminator property.
+    DiscriminatorInvalid,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 26] = [
+    pub const ALL: [RuleId; 28] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -116,6 +121,8 @@ impl RuleId {
         RuleId::MediaTypeUntyped,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
+        RuleId::DefaultInvalid,
+        RuleId::DiscriminatorInvalid,
     ];
 
     /// The stable id.
@@ -147,6 +154,8 @@ impl RuleId {
             RuleId::MediaTypeUntyped => "media-type-untyped",
             RuleId::StreamNotReplayable => "stream-not-replayable",
             RuleId::PatternInvalid => "pattern-invalid",
+            RuleId::DefaultInvalid => "default-invalid",
+            RuleId::DiscriminatorInvalid => "discriminator-invalid",
         }
     }
 
@@ -165,7 +174,9 @@ impl RuleId {
             | RuleId::MediaTypeUntyped
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
-            | RuleId::KeyWithoutXIdempotent => Level::Warning,
+            | RuleId::KeyWithoutXIdempotent
+            | RuleId::DefaultInvalid
+            | RuleId::DiscriminatorInvalid => Level::Warning,
             _ => Level::Error,
         }
     }
@@ -241,6 +252,12 @@ impl RuleId {
             RuleId::PatternInvalid => {
                 "Every schema `pattern` is an ECMA-262 regular expression (with the `u` flag), which the generated code enforces."
             }
+            RuleId::DefaultInvalid => {
+                "Every schema `default` is a value of its schema (type, enum, const, bounds): the generated code applies it to absent values."
+            }
+            RuleId::DiscriminatorInvalid => {
+                "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
+            }
         }
     }
 
@@ -280,6 +297,8 @@ impl RuleId {
             RuleId::NoOperations => "check that this is the root document: a split spec's root lists its paths, each a $ref to a file:\n\npaths:\n  /widgets:\n    $ref: paths/widgets.yaml".to_string(),
             RuleId::TombstoneTargetInvalid => "name the idempotent operation that creates what this operation deletes:\n\ndelete:\n  operationId: deleteWidget\n  x-idempotency-tombstones: createWidget".to_string(),
             RuleId::PatternInvalid => "write the pattern in ECMA-262 syntax (JSON Schema's dialect): escape only syntax characters, close every group and class:\n\npattern: '^[0-9]{4}$'".to_string(),
+            RuleId::DefaultInvalid => "make the default a value the schema accepts, or remove it:\n\nlimit:\n  type: integer\n  minimum: 1\n  default: 20".to_string(),
+            RuleId::DiscriminatorInvalid => "map each tag to one of the alternatives, each of which has the property:\n\noneOf:\n  - $ref: \"#/components/schemas/Card\"\ndiscriminator:\n  propertyName: type\n  mapping:\n    card: \"#/components/schemas/Card\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

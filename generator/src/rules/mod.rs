@@ -14,6 +14,7 @@ pub(crate) mod patterns;
 mod refs;
 mod responses;
 pub mod snippet;
+mod values;
 
 use std::collections::HashMap;
 
