@@ -1525,6 +1525,20 @@ pub fn imply_tags(defs: &mut [TypeDef], other_uses: &BTreeSet<String>) {
             }
         }
     }
+    // A tag is never absent where a union reads it, so its `default` (Adyen writes one beside
+    // each one-value tag enum) is not applied: the alternative's shape, and so the lock, is the
+    // same whether its union is tagged or not.
+    for (name, uses) in &unions_of {
+        let Some(&i) = index.get(name) else { continue };
+        if let TypeKind::Struct { fields, .. } = &mut defs[i].kind {
+            for f in fields
+                .iter_mut()
+                .filter(|f| uses.iter().any(|(_, p)| *p == f.wire))
+            {
+                f.default = None;
+            }
+        }
+    }
     mark_validated(defs);
 }
 

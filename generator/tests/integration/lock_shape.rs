@@ -562,8 +562,7 @@ components:
       properties: { kind: { type: string }, lives: { type: integer } }
     Dog:
       type: object
-      required: [kind]
-      properties: { kind: { type: string }, good: { type: boolean } }
+      properties: { kind: { type: string, default: dog }, good: { type: boolean } }
 "#;
     let tagged = api(union);
     // `Cat` also answered on its own: it keeps its tag field, and the union its untagged form.
@@ -588,4 +587,15 @@ components:
     assert!(implied(&tagged, "Cat") && implied(&tagged, "Dog"));
     assert!(!implied(&shared, "Cat") && !implied(&shared, "Dog"));
     assert_eq!(lock_shape(&tagged), lock_shape(&shared));
+    // The tag's default is not applied either way: a union always reads the tag.
+    let dog_kind = |api: &Api| match &api.types.iter().find(|d| d.name == "Dog").unwrap().kind {
+        TypeKind::Struct { fields, .. } => fields
+            .iter()
+            .find(|f| f.wire == "kind")
+            .unwrap()
+            .default
+            .clone(),
+        _ => panic!("Dog is a struct"),
+    };
+    assert_eq!((dog_kind(&tagged), dog_kind(&shared)), (None, None));
 }
