@@ -272,7 +272,7 @@ impl<'a> Validation<'a> {
                     let n = count(n);
                     out.extend(quote!(#support::check_max_length(path, value, #n)?;));
                 }
-                if let Some(serde_json::Value::String(expected)) = &own.constant {
+                if let Some(serde_json::Value::String(expected)) = own.constant.as_deref() {
                     let shown = own
                         .constant
                         .as_ref()
@@ -312,7 +312,7 @@ impl<'a> Validation<'a> {
                     let factor = float(factor);
                     out.extend(quote!(#support::check_multiple_of(path, #number, #factor)?;));
                 }
-                if let Some(serde_json::Value::Number(n)) = &own.constant {
+                if let Some(serde_json::Value::Number(n)) = own.constant.as_deref() {
                     let shown = n.to_string();
                     let expected = match ty {
                         TypeRef::F64 => n.as_f64().map(float),
@@ -390,7 +390,7 @@ impl<'a> Validation<'a> {
             }
             TypeRef::Bool | TypeRef::Json => {
                 // `serde_json::Value` compares with strings, numbers and booleans directly.
-                let expected = match &own.constant {
+                let expected = match own.constant.as_deref() {
                     Some(serde_json::Value::Bool(b)) => Some(quote!(&#b)),
                     Some(serde_json::Value::String(s)) => Some(quote!(#s)),
                     Some(serde_json::Value::Number(n)) => n

@@ -406,7 +406,7 @@ pub struct Constraints {
     /// `const`, or an `enum` of one value, when it is a string, number or boolean: the value
     /// must equal it (`body.kind: must be "card"`). A string `enum` of one value is also the
     /// type of a one-variant enum, which enforces it by itself.
-    pub constant: Option<serde_json::Value>,
+    pub constant: Option<Box<serde_json::Value>>,
 }
 
 impl Constraints {
@@ -425,19 +425,19 @@ impl Constraints {
                 out.min_length = self.min_length;
                 out.max_length = self.max_length;
                 out.pattern = self.pattern.clone();
-                out.constant = self.constant.clone().filter(serde_json::Value::is_string);
+                out.constant = self.constant.clone().filter(|c| c.is_string());
             }
             TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
                 out.minimum = self.minimum;
                 out.maximum = self.maximum;
                 out.multiple_of = self.multiple_of;
-                out.constant = self.constant.clone().filter(|c| match c {
+                out.constant = self.constant.clone().filter(|c| match &**c {
                     serde_json::Value::Number(n) => *ty == TypeRef::F64 || integer(n).is_some(),
                     _ => false,
                 });
             }
             TypeRef::Bool => {
-                out.constant = self.constant.clone().filter(serde_json::Value::is_boolean);
+                out.constant = self.constant.clone().filter(|c| c.is_boolean());
             }
             TypeRef::Json => out.constant = self.constant.clone(),
             TypeRef::Vec(_) => {
@@ -1789,7 +1789,7 @@ fn constraints_of(node: &Node) -> Constraints {
 }
 
 /// `const`, else the one value of an `enum` of one, when it is a string, number or boolean.
-fn constant_of(node: &Node) -> Option<serde_json::Value> {
+fn constant_of(node: &Node) -> Option<Box<serde_json::Value>> {
     let value = node.get("const").or_else(|| {
         node.get("enum")
             .and_then(Node::as_seq)
@@ -1797,8 +1797,8 @@ fn constant_of(node: &Node) -> Option<serde_json::Value> {
             .map(|values| &values[0])
     })?;
     match value.value {
-        Value::Str(_) | Value::Bool(_) | Value::Int(_) => Some(json_of(value)),
-        Value::Float(f) if f.is_finite() => Some(json_of(value)),
+        Value::Str(_) | Value::Bool(_) | Value::Int(_) => Some(Box::new(json_of(value))),
+        Value::Float(f) if f.is_finite() => Some(Box::new(json_of(value))),
         _ => None,
     }
 }
