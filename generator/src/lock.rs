@@ -15,9 +15,13 @@
 //! wire name, whether it is required and its type, and the body (required, and its type), every
 //! named type expanded to the JSON it serialises as (object properties with their wire names and
 //! whether they are required, enum values, union alternatives, nullability) and hashed with
-//! SHA-256. Member order, Rust and component names, descriptions, examples, validation bounds and
-//! anything that only changes what is accepted (`additionalProperties: false`, discriminator
-//! mappings) do not count; recursion is cut with a marker.
+//! SHA-256. An applied `default` counts (`{"required": false, "default": 20, …}`): an absent value
+//! is then fingerprinted as the default instead of being omitted, so gaining one is a new shape.
+//! Member order, Rust and component names, descriptions, examples, validation bounds (`const`
+//! too) and anything that only changes what is accepted (`additionalProperties: false`,
+//! discriminator mappings) do not count, nor does whether a discriminated union is internally
+//! tagged (its alternatives' implied tag fields are shaped as written); recursion is cut with a
+//! marker.
 //!
 //! Format 1 hashed the spec's schema nodes instead; a format 1 lock is still read for its
 //! fingerprint versions (which may never go down), and `build` rewrites it in format 2.
