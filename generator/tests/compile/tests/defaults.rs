@@ -353,6 +353,7 @@ fn the_tag_is_the_variant_written_on_serialisation_and_checked_on_deserialisatio
     let bank = types::PaymentMethod::BankTransfer(types::BankTransfer {
         iban: "DE89370400440532013000".into(),
         instant: false,
+        additional_properties: Default::default(),
     });
     let bank_json = serde_json::to_value(&bank).unwrap();
     assert_eq!(bank_json["type"], "bank_transfer");
@@ -392,9 +393,20 @@ fn additional_properties_false_of_an_alternative_holds_beside_the_tag() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("cvc"), "{error}");
-    // `BankTransfer` does not: unknown properties are ignored.
+    // `BankTransfer` keeps other properties in its map, which the tag is not one of, and writes
+    // them back beside it.
     let bank = json!({ "type": "bank_transfer", "iban": "DE89370400440532013000", "bic": "X" });
-    assert!(serde_json::from_value::<types::PaymentMethod>(bank).is_ok());
+    let decoded = serde_json::from_value::<types::PaymentMethod>(bank.clone()).unwrap();
+    let types::PaymentMethod::BankTransfer(transfer) = &decoded else {
+        panic!("a transfer: {decoded:?}")
+    };
+    assert_eq!(
+        transfer.additional_properties,
+        [("bic".to_string(), "X".to_string())].into()
+    );
+    let mut written = bank;
+    written["instant"] = json!(false);
+    assert_eq!(serde_json::to_value(&decoded).unwrap(), written);
     // And `NewPayment`'s own `additionalProperties: false` still holds around the union.
     let mut outer = sparse();
     outer["surprise"] = json!(1);

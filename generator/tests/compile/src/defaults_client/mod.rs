@@ -16,6 +16,12 @@ pub mod types {
         /// The `instant` property.
         #[serde(default = "BankTransfer::default_instant")]
         pub instant: bool,
+        /// Properties not listed in the schema (`additionalProperties`).
+        #[serde(flatten)]
+        pub additional_properties: ::std::collections::BTreeMap<
+            ::std::string::String,
+            ::std::string::String,
+        >,
     }
     impl BankTransfer {
         /// The default of `instant` (`false`): its value when a message omits it.
