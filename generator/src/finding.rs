@@ -95,11 +95,16 @@ pub enum RuleId {
     RetentionInvalid,
     /// The idempotency key header is marked `x-idempotency-fingerprint: true`.
     KeyFingerprinted,
+    /// A schema's `default` is not a value of that schema.
+    DefaultInvalid,
+    /// A discriminator's `mapping` names a schema that is not an alternative, or an alternative
+    /// lacks the discriminator property.
+    DiscriminatorInvalid,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 31] = [
+    pub const ALL: [RuleId; 33] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -131,6 +136,8 @@ impl RuleId {
         RuleId::SecuritySchemeUnknown,
         RuleId::IdempotentAnonymous,
         RuleId::RetentionInvalid,
+        RuleId::DefaultInvalid,
+        RuleId::DiscriminatorInvalid,
     ];
 
     /// The stable id.
@@ -167,6 +174,8 @@ impl RuleId {
             RuleId::IdempotentAnonymous => "idempotent-anonymous",
             RuleId::RetentionInvalid => "retention-invalid",
             RuleId::KeyFingerprinted => "idempotency-key-fingerprinted",
+            RuleId::DefaultInvalid => "default-invalid",
+            RuleId::DiscriminatorInvalid => "discriminator-invalid",
         }
     }
 
@@ -185,7 +194,9 @@ impl RuleId {
             | RuleId::MediaTypeUntyped
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
-            | RuleId::KeyWithoutXIdempotent => Level::Warning,
+            | RuleId::KeyWithoutXIdempotent
+            | RuleId::DefaultInvalid
+            | RuleId::DiscriminatorInvalid => Level::Warning,
             _ => Level::Error,
         }
     }
@@ -276,6 +287,12 @@ impl RuleId {
             RuleId::KeyFingerprinted => {
                 "The idempotency key header is not marked `x-idempotency-fingerprint: true`: the key names the request, it is never part of it."
             }
+            RuleId::DefaultInvalid => {
+                "Every schema `default` is a value of its schema (type, enum, const, bounds): the generated code applies it to absent values."
+            }
+            RuleId::DiscriminatorInvalid => {
+                "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
+            }
         }
     }
 
@@ -322,6 +339,8 @@ impl RuleId {
             RuleId::KeyFingerprinted => format!(
                 "remove the marker from the key header; mark the headers whose value is part of the request instead:\n\n- name: {header}\n  in: header\n  required: true\n  # no x-idempotency-fingerprint here\n- name: X-Account-Id\n  in: header\n  x-idempotency-fingerprint: true"
             ),
+            RuleId::DefaultInvalid => "make the default a value the schema accepts, or remove it:\n\nlimit:\n  type: integer\n  minimum: 1\n  default: 20".to_string(),
+            RuleId::DiscriminatorInvalid => "map each tag to one of the alternatives, each of which has the property:\n\noneOf:\n  - $ref: \"#/components/schemas/Card\"\ndiscriminator:\n  propertyName: type\n  mapping:\n    card: \"#/components/schemas/Card\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

@@ -15,9 +15,13 @@
 //! wire name, whether it is required and its type, and the body (required, and its type), every
 //! named type expanded to the JSON it serialises as (object properties with their wire names and
 //! whether they are required, enum values, union alternatives, nullability) and hashed with
-//! SHA-256. Member order, Rust and component names, descriptions, examples, validation bounds and
-//! anything that only changes what is accepted (`additionalProperties: false`, discriminator
-//! mappings) do not count; recursion is cut with a marker.
+//! SHA-256. An applied `default` counts (`{"required": false, "default": 20, …}`): an absent value
+//! is then fingerprinted as the default instead of being omitted, so gaining one is a new shape.
+//! Member order, Rust and component names, descriptions, examples, validation bounds (`const`
+//! too) and anything that only changes what is accepted (`additionalProperties: false`,
+//! discriminator mappings) do not count, nor does whether a discriminated union is internally
+//! tagged (its alternatives' implied tag fields are shaped as written); recursion is cut with a
+//! marker.
 //!
 //! Format 1 hashed the spec's schema nodes instead; a format 1 lock is still read for its
 //! fingerprint versions (which may never go down), and `build` rewrites it in format 2.
@@ -241,7 +245,12 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
             .iter()
             .map(|p: &ParamIr| {
                 let required = p.required || matches!(p.ty, TypeRef::Vec(_));
-                (p.wire.clone(), shaper.member(required, &p.ty))
+                let mut member = shaper.member(required, &p.ty);
+                if p.default.is_some() {
+                    // Absent and the default now fingerprint alike: a new shape.
+                    record_default(&mut member, p.default_json.as_ref());
+                }
+                (p.wire.clone(), member)
             })
             .collect();
         out.insert(group.into(), Json::Object(members));
@@ -259,6 +268,15 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
         out.insert("body".into(), Json::Object(entry));
     }
     Json::Object(out)
+}
+
+/// Adds the applied `default` to a member's shape (`{"required": false, "default": 20, …}`): an
+/// operation whose semantic input gains one fingerprints an absent value as the default, where
+/// it used to omit it, so its shape changes and its fingerprint version must be bumped.
+fn record_default(member: &mut Json, value: Option<&Json>) {
+    if let Json::Object(m) = member {
+        m.insert("default".into(), value.cloned().unwrap_or(Json::Null));
+    }
 }
 
 /// Expands types into the JSON they serialise as.
@@ -318,7 +336,13 @@ impl<'t> Shaper<'t> {
                 let mut m = Map::new();
                 let members = fields
                     .iter()
-                    .map(|f| (f.wire.clone(), self.member(f.required, &f.field_type())))
+                    .map(|f| {
+                        let mut member = self.member(f.required, &f.field_type());
+                        if f.default.is_some() {
+                            record_default(&mut member, f.default_json.as_ref());
+                        }
+                        (f.wire.clone(), member)
+                    })
                     .collect();
                 m.insert("object".into(), Json::Object(members));
                 if let Some(extra) = extra {

@@ -339,6 +339,20 @@ pub fn check_pattern(path: &FieldPath<'_>, value: &str, pattern: &Pattern) -> Re
     }
 }
 
+/// `const` (or an `enum` of one value): the value is `expected`, which the detail shows as the
+/// spec writes it (`shown`, JSON: `"card"`, `5`, `true`).
+pub fn check_const<T: PartialEq<U> + ?Sized, U: ?Sized>(
+    path: &FieldPath<'_>,
+    value: &T,
+    expected: &U,
+    shown: &str,
+) -> Result<(), String> {
+    if value != expected {
+        return Err(format!("{path}: must be {shown}"));
+    }
+    Ok(())
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
@@ -380,6 +394,17 @@ mod tests {
         );
         assert!(check_min_properties(&body, 0, 1).is_err());
         assert!(check_max_properties(&body, 2, 1).is_err());
+        let kind = FieldPath::Property(&body, "kind");
+        assert!(check_const(&kind, "card", "card", "\"card\"").is_ok());
+        assert_eq!(
+            check_const(&kind, "bank", "card", "\"card\"").unwrap_err(),
+            "body.kind: must be \"card\""
+        );
+        assert_eq!(
+            check_const(&limit, &4, &5, "5").unwrap_err(),
+            "query.limit: must be 5"
+        );
+        assert!(check_const(&limit, &true, &true, "true").is_ok());
     }
 
     #[test]

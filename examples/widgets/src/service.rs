@@ -97,10 +97,9 @@ impl WidgetsApi for Widgets {
         principal: &Principal,
         request: ListWidgetsRequest,
     ) -> HandlerResult<ListWidgets> {
-        // The router already enforced the spec's bounds (1–100).
-        let limit = request.limit.unwrap_or(50);
+        // The router already applied the spec's default (50) and enforced its bounds (1–100).
         let mut conn = self.pool.acquire().await?;
-        let rows = repo::list(&mut conn, &principal.owner, i64::from(limit)).await?;
+        let rows = repo::list(&mut conn, &principal.owner, i64::from(request.limit)).await?;
         let items = rows.into_iter().map(to_widget).collect::<Result<_, _>>()?;
         Ok(ListWidgetsResponse::Status200(WidgetList { items }))
     }

@@ -411,7 +411,7 @@ fn param_stmt(p: &ParamIr) -> TokenStream {
         ParamLocation::Header => quote!(header),
         ParamLocation::Path => return TokenStream::new(),
     };
-    match (&p.ty, p.required) {
+    match (&p.ty, p.always_present()) {
         (TypeRef::Vec(inner), _) => {
             let text = to_text(inner, quote!(item));
             quote! {
@@ -447,13 +447,16 @@ fn params_ident(op: &OperationIr) -> Ident {
 }
 
 /// The parameters struct of an operation: its query and header parameters, owned; `Default`
-/// when every required one has a default (optional ones are `None`).
+/// when every required one has a default (optional ones are `None`, defaulted ones their spec
+/// `default`, which is then always sent).
 fn params_struct(op: &OperationIr) -> TokenStream {
     if !has_params_struct(op) {
         return TokenStream::new();
     }
     let name = params_ident(op);
     let mut defaultable = true;
+    let mut spec_defaults = false;
+    let mut inits = Vec::new();
     let fields = op
         .params
         .iter()
@@ -461,11 +464,22 @@ fn params_struct(op: &OperationIr) -> TokenStream {
         .map(|p| {
             let field = ident(&p.field);
             let ty = super::types::rust_type(&p.ty, &types_path());
-            let ty = if p.required || matches!(p.ty, TypeRef::Vec(_)) {
-                defaultable &= has_default(&p.ty);
-                ty
-            } else {
-                quote!(::std::option::Option<#ty>)
+            let ty = match &p.default {
+                Some(value) if !p.required => {
+                    spec_defaults = true;
+                    let expr = super::types::default_expr(value, &types_path());
+                    inits.push(quote!(#field: #expr,));
+                    ty
+                }
+                _ if p.required || matches!(p.ty, TypeRef::Vec(_)) => {
+                    defaultable &= has_default(&p.ty);
+                    inits.push(quote!(#field: ::std::default::Default::default(),));
+                    ty
+                }
+                _ => {
+                    inits.push(quote!(#field: ::std::option::Option::None,));
+                    quote!(::std::option::Option<#ty>)
+                }
             };
             let doc = doc_attrs(p.doc.as_deref().unwrap_or(&format!(
                 "The `{}` {} parameter.",
@@ -475,7 +489,17 @@ fn params_struct(op: &OperationIr) -> TokenStream {
             quote! { #doc pub #field: #ty, }
         })
         .collect::<Vec<_>>();
-    let derive_default = defaultable.then(|| quote!(Default,));
+    let derive_default = (defaultable && !spec_defaults).then(|| quote!(Default,));
+    let default_impl = (defaultable && spec_defaults).then(|| {
+        quote! {
+            impl ::std::default::Default for #name {
+                /// Every parameter at its spec `default`, the others absent or empty.
+                fn default() -> Self {
+                    Self { #(#inits)* }
+                }
+            }
+        }
+    });
     let doc = doc_attrs(&format!("The query and header parameters of {}.", what(op)));
     quote! {
         #doc
@@ -483,6 +507,7 @@ fn params_struct(op: &OperationIr) -> TokenStream {
         pub struct #name {
             #(#fields)*
         }
+        #default_impl
     }
 }
 

@@ -107,7 +107,7 @@ pub fn request_struct(op: &OperationIr) -> TokenStream {
     ));
     let params = op.params.iter().map(|p| {
         let field = ident(&p.field);
-        let ty = param_type(&p.ty, p.required);
+        let ty = param_type(&p.ty, p.always_present());
         let doc = doc_attrs(p.doc.as_deref().unwrap_or(&format!(
             "The `{}` {} parameter.",
             p.wire,
@@ -371,7 +371,8 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
 /// The semantic input struct(s) of an idempotent operation. Their JSON form is what `hs2` (and
 /// `hs1`, for records of earlier releases) hashes, so it is frozen: path, query and header groups
 /// present only when the operation has such parameters (header ones: marked
-/// `x-idempotency-fingerprint: true`, keyed in lower case), absent optionals omitted.
+/// `x-idempotency-fingerprint: true`, keyed in lower case), absent optionals omitted, absent
+/// values with a default at their default.
 pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStream {
     let name = input_ident(op);
     let request = request_ident(op);
@@ -490,7 +491,7 @@ fn input_field(p: &ParamIr) -> (TokenStream, TokenStream) {
     let wire = Literal::string(&p.wire);
     let inner = rust_type(&p.ty, &types_path());
     let doc = doc_attrs(&format!("`{}`.", p.wire));
-    match (&p.ty, p.required) {
+    match (&p.ty, p.always_present()) {
         (TypeRef::Vec(item), _) => {
             let item = rust_type(item, &types_path());
             (

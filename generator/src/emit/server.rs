@@ -264,6 +264,18 @@ fn extract_method(op: &OperationIr) -> TokenStream {
                 }
                 (ParamLocation::Header, _) => quote!(parts.header(#wire)?),
             };
+            // Absent, a defaulted parameter takes its default.
+            let read = match &p.default {
+                Some(value) if !p.required => {
+                    let expr = super::types::default_expr(value, &super::operations::types_path());
+                    if value.allocates() {
+                        quote!(#read.unwrap_or_else(|| #expr))
+                    } else {
+                        quote!(#read.unwrap_or(#expr))
+                    }
+                }
+                _ => read,
+            };
             quote!(#field: #read,)
         })
         .collect();

@@ -5,7 +5,7 @@ use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ir::names::ident;
-use crate::ir::types::{Field, TypeDef, TypeKind, TypeRef, UnionVariant, Usage};
+use crate::ir::types::{DefaultExpr, Field, TypeDef, TypeKind, TypeRef, UnionVariant, Usage};
 
 use super::doc_attrs;
 use super::operations::Side;
@@ -56,7 +56,98 @@ pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
     }
 }
 
-/// The items for one type definition.
+/// A `default` as a Rust expression, with named types prefixed by `types_path`.
+pub fn default_expr(value: &DefaultExpr, types_path: &TokenStream) -> TokenStream {
+    match value {
+        DefaultExpr::Str(s) => quote!(::std::string::String::from(#s)),
+        DefaultExpr::Bool(b) => quote!(#b),
+        DefaultExpr::I32(n) => signed(i64::from(*n)),
+        DefaultExpr::I64(n) => signed(*n),
+        DefaultExpr::F64(f) => {
+            let literal = Literal::f64_unsuffixed(f.abs());
+            if *f < 0.0 {
+                quote!(-#literal)
+            } else {
+                quote!(#literal)
+            }
+        }
+        DefaultExpr::Variant { ty, variant } => {
+            let ty = ident(ty);
+            let variant = ident(variant);
+            quote!(#types_path #ty::#variant)
+        }
+        DefaultExpr::Null => quote!(::std::option::Option::None),
+        DefaultExpr::Some(inner) => {
+            let inner = default_expr(inner, types_path);
+            quote!(::std::option::Option::Some(#inner))
+        }
+        DefaultExpr::Vec(items) if items.is_empty() => quote!(::std::vec::Vec::new()),
+        DefaultExpr::Vec(items) => {
+            let items = items.iter().map(|i| default_expr(i, types_path));
+            quote!(::std::vec![#(#items),*])
+        }
+        DefaultExpr::EmptyMap => quote!(::std::collections::BTreeMap::new()),
+    }
+}
+
+/// An integer literal; negative numbers as a negated literal (a literal token has no sign).
+fn signed(n: i64) -> TokenStream {
+    if n == i64::MIN {
+        return quote!(i64::MIN);
+    }
+    let literal = Literal::i64_unsuffixed(n.abs());
+    if n < 0 {
+        quote!(-#literal)
+    } else {
+        quote!(#literal)
+    }
+}
+
+/// `default_limit`: the function a defaulted field's serde `default` names.
+fn default_fn(field: &Field) -> proc_macro2::Ident {
+    format_ident!("default_{}", field.name.trim_start_matches("r#"))
+}
+
+/// `impl Widget { pub fn default_limit() -> i32 { 20 } }`: the defaults of a struct's optional
+/// properties, which serde fills in when a property is absent (and code building a value may
+/// call).
+fn default_fns(name: &proc_macro2::Ident, fields: &[Field]) -> TokenStream {
+    let here = TokenStream::new();
+    let fns: Vec<TokenStream> = fields
+        .iter()
+        .filter(|f| !f.implied_tag)
+        .filter_map(|f| {
+            let value = f.default.as_ref()?;
+            let function = default_fn(f);
+            let ty = rust_type(&f.field_type(), &here);
+            let expr = default_expr(value, &here);
+            let shown = f
+                .default_json
+                .as_ref()
+                .map(|j| j.to_string())
+                .unwrap_or_default();
+            let doc = doc_attrs(&format!(
+                "The default of `{}` (`{shown}`): its value when a message omits it.",
+                f.wire
+            ));
+            Some(quote! {
+                #doc
+                pub fn #function() -> #ty {
+                    #expr
+                }
+            })
+        })
+        .collect();
+    if fns.is_empty() {
+        return TokenStream::new();
+    }
+    quote! {
+        impl #name {
+            #(#fns)*
+        }
+    }
+}
+
 /// The definition of `def` (inside the `types` module, whose [`module_prelude`] names the
 /// helpers of the side it is generated for).
 pub fn type_def(def: &TypeDef) -> TokenStream {
@@ -78,12 +169,16 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             }
         }
         TypeKind::Struct {
-            fields,
+            fields: field_defs,
             deny_unknown,
             extra,
             ..
         } => {
-            let fields: Vec<TokenStream> = fields.iter().map(|f| struct_field(f, usage)).collect();
+            let fields: Vec<TokenStream> = field_defs
+                .iter()
+                .filter(|f| !f.implied_tag)
+                .map(|f| struct_field(&def.name, f, usage))
+                .collect();
             let extra = extra.as_ref().map(|value| {
                 let value = rust_type(value, &here);
                 let name = format_ident!("additional_properties");
@@ -95,6 +190,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             });
             let deny = (*deny_unknown && extra.is_none() && usage.deserialize)
                 .then(|| quote!(#[serde(deny_unknown_fields)]));
+            let defaults = default_fns(&name, field_defs);
             quote! {
                 #doc
                 #[derive(Debug, Clone, PartialEq, #serde)]
@@ -103,6 +199,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                     #(#fields)*
                     #extra
                 }
+                #defaults
             }
         }
         TypeKind::StringEnum { variants } => {
@@ -155,7 +252,11 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
         TypeKind::Union {
             discriminator,
             variants,
-        } => union(&name, doc, discriminator.as_deref(), variants, usage),
+            tagged,
+        } => match discriminator {
+            Some(property) if *tagged => tagged_union(&name, doc, property, variants, usage),
+            _ => union(&name, doc, discriminator.as_deref(), variants, usage),
+        },
     }
 }
 
@@ -169,7 +270,7 @@ fn serde_derives(usage: Usage) -> TokenStream {
     }
 }
 
-fn struct_field(field: &Field, usage: Usage) -> TokenStream {
+fn struct_field(owner: &str, field: &Field, usage: Usage) -> TokenStream {
     let name = ident(&field.name);
     let here = TokenStream::new();
     let ty = rust_type(&field.field_type(), &here);
@@ -186,6 +287,20 @@ fn struct_field(field: &Field, usage: Usage) -> TokenStream {
     // is nullable, and then kept apart from absent (`Some(None)`).
     // Through the module's `cg` (the support crate's `codegen`): short enough that each
     // attribute stays on one line, which halves the generated lines of real specs.
+    if field.default.is_some() && !field.required {
+        // Absent takes the default (so absent and the default are one value, sent and
+        // fingerprinted alike); the value is always sent.
+        let function = format!("{}::{}", ident(owner), default_fn(field));
+        let attr = usage
+            .deserialize
+            .then(|| quote!(#[serde(default = #function)]));
+        return quote! {
+            #doc
+            #rename
+            #attr
+            pub #name: #ty,
+        };
+    }
     let skip = (!field.required).then(|| {
         let with = if field.ty.is_option() {
             "cg::nullable"
@@ -206,6 +321,48 @@ fn struct_field(field: &Field, usage: Usage) -> TokenStream {
         #rename
         #skip
         pub #name: #ty,
+    }
+}
+
+/// A union of structs whose tag is implied: serde's internally tagged enum. The tag is written
+/// first on serialisation and checked on deserialisation (an unknown value is an error naming
+/// it and the known ones); a variant with several tags reads them all and writes the first.
+fn tagged_union(
+    name: &proc_macro2::Ident,
+    doc: TokenStream,
+    property: &str,
+    variants: &[UnionVariant],
+    usage: Usage,
+) -> TokenStream {
+    let here = TokenStream::new();
+    let serde = serde_derives(usage);
+    let arms = variants.iter().map(|v| {
+        let variant = ident(&v.name);
+        let ty = rust_type(&v.ty, &here);
+        let doc = doc_attrs(&format!(
+            "`{property}`: {}.",
+            v.tags
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let rename = v.tags.first().map(|t| quote!(rename = #t));
+        let aliases = v.tags.iter().skip(1).map(|t| quote!(, alias = #t));
+        quote! {
+            #doc
+            #[serde(#rename #(#aliases)*)]
+            #variant(#ty),
+        }
+    });
+    quote! {
+        #doc
+        #[derive(Debug, Clone, PartialEq, #serde)]
+        #[serde(tag = #property)]
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+        pub enum #name {
+            #(#arms)*
+        }
     }
 }
 

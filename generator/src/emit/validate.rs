@@ -52,7 +52,7 @@ impl<'a> Validation<'a> {
                 ..
             } => {
                 let mut out = TokenStream::new();
-                for f in fields {
+                for f in fields.iter().filter(|f| !f.implied_tag) {
                     let inner = self.value(&f.field_type(), &f.checks, &here, 0);
                     if inner.is_empty() {
                         continue;
@@ -142,7 +142,7 @@ impl<'a> Validation<'a> {
     ) -> impl Iterator<Item = (String, proc_macro2::Ident, TokenStream)> + 'o {
         let params = op.params.iter().filter_map(move |p| {
             let optional_array = !p.required && matches!(p.ty, TypeRef::Vec(_));
-            let ty = if p.required || optional_array {
+            let ty = if p.always_present() || optional_array {
                 p.ty.clone()
             } else {
                 TypeRef::Option(Box::new(p.ty.clone()))
@@ -272,6 +272,16 @@ impl<'a> Validation<'a> {
                     let n = count(n);
                     out.extend(quote!(#support::check_max_length(path, value, #n)?;));
                 }
+                if let Some(serde_json::Value::String(expected)) = own.constant.as_deref() {
+                    let shown = own
+                        .constant
+                        .as_ref()
+                        .map(|c| c.to_string())
+                        .unwrap_or_default();
+                    out.extend(
+                        quote!(#support::check_const(path, value.as_str(), #expected, #shown)?;),
+                    );
+                }
                 if let Some(source) = &own.pattern {
                     // A `static` of its own block: compiled on first use, once per process
                     // (inside a loop too), and never clashing with another pattern's.
@@ -301,6 +311,21 @@ impl<'a> Validation<'a> {
                 if let Some(factor) = own.multiple_of {
                     let factor = float(factor);
                     out.extend(quote!(#support::check_multiple_of(path, #number, #factor)?;));
+                }
+                if let Some(serde_json::Value::Number(n)) = own.constant.as_deref() {
+                    let shown = n.to_string();
+                    let expected = match ty {
+                        TypeRef::F64 => n.as_f64().map(float),
+                        _ => n
+                            .as_i64()
+                            .or_else(|| n.as_f64().map(|f| f as i64))
+                            .map(integer),
+                    };
+                    if let Some(expected) = expected {
+                        out.extend(
+                            quote!(#support::check_const(path, value, &#expected, #shown)?;),
+                        );
+                    }
                 }
             }
             TypeRef::Vec(item) => {
@@ -363,7 +388,24 @@ impl<'a> Validation<'a> {
                     out.extend(quote!(#support::Validate::validate(value, path)?;));
                 }
             }
-            TypeRef::Bool | TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date | TypeRef::Json => {}
+            TypeRef::Bool | TypeRef::Json => {
+                // `serde_json::Value` compares with strings, numbers and booleans directly.
+                let expected = match own.constant.as_deref() {
+                    Some(serde_json::Value::Bool(b)) => Some(quote!(&#b)),
+                    Some(serde_json::Value::String(s)) => Some(quote!(#s)),
+                    Some(serde_json::Value::Number(n)) => n
+                        .as_i64()
+                        .map(integer)
+                        .or_else(|| n.as_f64().map(float))
+                        .map(|n| quote!(&#n)),
+                    _ => None,
+                };
+                if let (Some(expected), Some(constant)) = (expected, &own.constant) {
+                    let shown = constant.to_string();
+                    out.extend(quote!(#support::check_const(path, value, #expected, #shown)?;));
+                }
+            }
+            TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date => {}
         }
         out
     }
@@ -386,6 +428,19 @@ fn bound_tokens(bound: Bound) -> TokenStream {
 fn float(n: f64) -> TokenStream {
     let literal = Literal::f64_unsuffixed(n.abs());
     if n < 0.0 {
+        quote!(-#literal)
+    } else {
+        quote!(#literal)
+    }
+}
+
+/// An integer literal; negative numbers as a negated literal.
+fn integer(n: i64) -> TokenStream {
+    if n == i64::MIN {
+        return quote!(i64::MIN);
+    }
+    let literal = Literal::i64_unsuffixed(n.abs());
+    if n < 0 {
         quote!(-#literal)
     } else {
         quote!(#literal)

@@ -273,6 +273,19 @@ pub struct ParamIr {
     pub checks: Checks,
     /// Its `description`.
     pub doc: Option<String>,
+    /// The schema's `default` as written (optional query and header parameters only).
+    pub default_json: Option<serde_json::Value>,
+    /// The value an absent parameter takes: `default_json` as a value of its (scalar) type,
+    /// when it is one. The request struct's field is then that type, not `Option`.
+    pub default: Option<types::DefaultExpr>,
+}
+
+impl ParamIr {
+    /// Whether the request struct's field holds a value even when the request has none: a
+    /// required parameter, or one with an applied default (arrays are served empty instead).
+    pub fn always_present(&self) -> bool {
+        self.required || self.default.is_some()
+    }
 }
 
 /// How a body is carried.
@@ -452,6 +465,8 @@ impl Api {
             }
         }
         let mut types = space.finish();
+        apply_param_defaults(&mut operations, &types);
+        types::imply_tags(&mut types, &operation_uses(&operations));
         mark_usage(&operations, &mut types);
         Api {
             title,
@@ -461,6 +476,52 @@ impl Api {
             operations,
             types,
             key_header: key_header.to_ascii_lowercase(),
+        }
+    }
+}
+
+/// Every named type an operation uses directly: parameters, bodies, response bodies and headers.
+fn operation_uses(operations: &[OperationIr]) -> std::collections::BTreeSet<String> {
+    let mut out = Vec::new();
+    for op in operations {
+        for p in &op.params {
+            types::named_in(&p.ty, &mut out);
+        }
+        if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = op.body.as_ref().map(|b| &b.kind) {
+            types::named_in(ty, &mut out);
+        }
+        for r in &op.responses {
+            if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = r.body.as_ref().map(|b| &b.kind)
+            {
+                types::named_in(ty, &mut out);
+            }
+            for h in &r.headers {
+                types::named_in(&h.ty, &mut out);
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Sets [`ParamIr::default`] on every optional scalar parameter whose `default` is a value of
+/// its type, in the request and in the semantic input alike.
+fn apply_param_defaults(operations: &mut [OperationIr], types: &[TypeDef]) {
+    let defs: std::collections::HashMap<&str, &TypeDef> =
+        types.iter().map(|d| (d.name.as_str(), d)).collect();
+    let lookup = |name: &str| defs.get(name).copied();
+    let resolve = |p: &mut ParamIr| {
+        if p.required || matches!(p.ty, TypeRef::Vec(_)) {
+            return;
+        }
+        if let Some(value) = &p.default_json {
+            p.default = types::resolve_default(value, &p.ty, &lookup);
+        }
+    };
+    for op in operations {
+        op.params.iter_mut().for_each(resolve);
+        if let Some(idempotency) = &mut op.idempotency {
+            idempotency.input.path.iter_mut().for_each(resolve);
+            idempotency.input.query.iter_mut().for_each(resolve);
         }
     }
 }
@@ -588,12 +649,17 @@ fn operation_ir<'s>(
         };
         let required = location == ParamLocation::Path
             || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
-        let (ty, checks) = match raw_param_schema(&p) {
+        let (ty, checks, default_json) = match raw_param_schema(&p) {
             Some(schema) => {
                 let ty = space.type_of(schema, &format!("{name}{}", type_name(wire)));
-                (param_type(space, ty, location), Checks::of(schema.node))
+                let default_json = (!required).then(|| space.default_of(schema)).flatten();
+                (
+                    param_type(space, ty, location),
+                    Checks::of(schema.node),
+                    default_json,
+                )
             }
-            None => (TypeRef::String, Checks::default()),
+            None => (TypeRef::String, Checks::default(), None),
         };
         params.push(ParamIr {
             field: fields.claim(&snake_name(wire)),
@@ -603,6 +669,8 @@ fn operation_ir<'s>(
             ty,
             checks,
             doc: types::description(p.node.node),
+            default_json,
+            default: None,
         });
     }
 
@@ -949,4 +1017,272 @@ fn raw_param_schema<'s>(p: &crate::spec::Parameter<'s>) -> Option<NodeRef<'s>> {
         file: p.node.file,
         node: schema,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::types::{DefaultExpr, TypeKind};
+    use super::*;
+    use crate::loader::{MemoryFs, load_with};
+
+    fn api(text: &str) -> Api {
+        let mut fs = MemoryFs::new();
+        fs.insert("/spec/openapi.yaml", text);
+        let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).expect("the case loads");
+        Api::from_spec(&spec, "Idempotency-Key")
+    }
+
+    fn def<'a>(api: &'a Api, name: &str) -> &'a TypeDef {
+        api.types
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("no type {name}"))
+    }
+
+    fn field<'a>(api: &'a Api, ty: &str, wire: &str) -> &'a types::Field {
+        match &def(api, ty).kind {
+            TypeKind::Struct { fields, .. } => fields
+                .iter()
+                .find(|f| f.wire == wire)
+                .unwrap_or_else(|| panic!("no {ty}.{wire}")),
+            other => panic!("{ty} is not a struct: {other:?}"),
+        }
+    }
+
+    const DEFAULTS: &str = r#"
+openapi: 3.1.0
+info: { title: T, version: '1' }
+paths:
+  /things/{id}:
+    post:
+      operationId: createThing
+      x-idempotent: true
+      parameters:
+        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }
+        - { name: id, in: path, required: true, schema: { type: string, default: x } }
+        - { name: limit, in: query, schema: { type: integer, format: int32, default: 20 } }
+        - { name: big, in: query, schema: { type: integer, format: int32, default: 3000000000 } }
+        - { name: mode, in: query, schema: { $ref: '#/components/schemas/Mode' } }
+        - { name: tags, in: query, schema: { type: array, items: { type: string }, default: [a] } }
+        - { name: X-Trace, in: header, schema: { type: string, default: off } }
+        - { name: X-Needed, in: header, required: true, schema: { type: string, default: no } }
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: '#/components/schemas/Thing' }
+      responses:
+        '201': { description: Created. }
+components:
+  schemas:
+    Mode: { type: string, enum: [fast, slow], default: slow }
+    Thing:
+      type: object
+      required: [code]
+      properties:
+        code: { type: string, default: c }
+        size: { type: number, default: 1.5 }
+        count: { type: integer, default: 20.0 }
+        mode: { $ref: '#/components/schemas/Mode' }
+        wrong: { type: integer, default: ten }
+        note: { type: [string, 'null'], default: null }
+        label: { type: [string, 'null'], default: hi }
+        tags: { type: array, items: { $ref: '#/components/schemas/Mode' }, default: [fast] }
+        meta: { type: object, additionalProperties: { type: string }, default: {} }
+        when: { type: string, format: date-time, default: '2020-01-01T00:00:00Z' }
+"#;
+
+    #[test]
+    fn defaults_lower_to_values_of_their_type_or_are_not_applied() {
+        let api = api(DEFAULTS);
+        let applied = |wire: &str| field(&api, "Thing", wire).default.clone();
+        assert_eq!(applied("size"), Some(DefaultExpr::F64(1.5)));
+        assert_eq!(applied("count"), Some(DefaultExpr::I64(20)));
+        // Through a `$ref`: the referenced schema's default, as its enum's variant.
+        assert_eq!(
+            applied("mode"),
+            Some(DefaultExpr::Variant {
+                ty: "Mode".into(),
+                variant: "Slow".into()
+            })
+        );
+        assert_eq!(applied("note"), Some(DefaultExpr::Null));
+        assert_eq!(
+            applied("label"),
+            Some(DefaultExpr::Some(Box::new(DefaultExpr::Str("hi".into()))))
+        );
+        assert_eq!(
+            applied("tags"),
+            Some(DefaultExpr::Vec(vec![DefaultExpr::Variant {
+                ty: "Mode".into(),
+                variant: "Fast".into()
+            }]))
+        );
+        assert_eq!(applied("meta"), Some(DefaultExpr::EmptyMap));
+        // Not a value of the type, or a type without a literal here: kept as written, not
+        // applied, so the field stays optional.
+        for wire in ["wrong", "when"] {
+            let f = field(&api, "Thing", wire);
+            assert!(f.default.is_none() && f.default_json.is_some(), "{wire}");
+            assert!(f.field_type().is_option(), "{wire}");
+        }
+        assert!(!field(&api, "Thing", "size").field_type().is_option());
+        // Required: the default means nothing.
+        let code = field(&api, "Thing", "code");
+        assert!(code.default_json.is_none() && code.default.is_none());
+
+        let op = &api.operations[0];
+        let param = |wire: &str| op.params.iter().find(|p| p.wire == wire).unwrap();
+        assert_eq!(param("limit").default, Some(DefaultExpr::I32(20)));
+        assert!(param("limit").always_present());
+        assert_eq!(param("big").default, None, "out of int32");
+        assert_eq!(
+            param("mode").default,
+            Some(DefaultExpr::Variant {
+                ty: "Mode".into(),
+                variant: "Slow".into()
+            })
+        );
+        assert_eq!(
+            param("X-Trace").default,
+            Some(DefaultExpr::Str("off".into()))
+        );
+        // Arrays are served empty when absent; path and required parameters are always sent.
+        for wire in ["tags", "id", "X-Needed"] {
+            assert_eq!(param(wire).default, None, "{wire}");
+        }
+        // The semantic input's copies of the parameters have them too.
+        let input = &op.idempotency.as_ref().unwrap().input;
+        let limit = input.query.iter().find(|p| p.wire == "limit").unwrap();
+        assert_eq!(limit.default, Some(DefaultExpr::I32(20)));
+    }
+
+    #[test]
+    fn const_and_one_value_enums_become_checks_of_the_matching_type() {
+        let own = |schema: &str| {
+            let node = crate::loader::yaml::parse(schema).unwrap();
+            types::Checks::of(&node).own
+        };
+        let constant =
+            |schema: &str, ty: &TypeRef| own(schema).for_type(ty).constant.map(|c| c.to_string());
+        assert_eq!(
+            constant("{type: string, const: card}", &TypeRef::String).as_deref(),
+            Some("\"card\"")
+        );
+        assert_eq!(
+            constant("{type: boolean, enum: [true]}", &TypeRef::Bool).as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            constant("{type: integer, const: 2.0}", &TypeRef::I64).as_deref(),
+            Some("2.0")
+        );
+        assert_eq!(constant("{const: 2}", &TypeRef::Json).as_deref(), Some("2"));
+        // A const of another type does not apply (nothing could pass), nor does a non-scalar or
+        // an enum of several values.
+        assert_eq!(constant("{type: string, const: 5}", &TypeRef::String), None);
+        assert_eq!(constant("{type: integer, const: 2.5}", &TypeRef::I64), None);
+        assert_eq!(constant("{const: [1]}", &TypeRef::Json), None);
+        assert_eq!(
+            constant("{type: boolean, enum: [true, false]}", &TypeRef::Bool),
+            None
+        );
+    }
+
+    const UNIONS: &str = r#"
+openapi: 3.1.0
+info: { title: T, version: '1' }
+paths:
+  /a:
+    post:
+      operationId: a
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                pet: { $ref: '#/components/schemas/Pet' }
+                other: { $ref: '#/components/schemas/OtherPet' }
+                shared: { $ref: '#/components/schemas/Shared' }
+                twice: { $ref: '#/components/schemas/Twice' }
+                missing: { $ref: '#/components/schemas/Missing' }
+      responses:
+        '200':
+          description: Fish, on its own.
+          content:
+            application/json:
+              schema: { $ref: '#/components/schemas/Fish' }
+components:
+  schemas:
+    Pet:
+      oneOf: [{ $ref: '#/components/schemas/Cat' }, { $ref: '#/components/schemas/Dog' }]
+      discriminator: { propertyName: kind, mapping: { cat: '#/components/schemas/Cat', dog: '#/components/schemas/Dog' } }
+    # Cat in a second union on the same property, under another tag: both tagged.
+    OtherPet:
+      oneOf: [{ $ref: '#/components/schemas/Cat' }, { $ref: '#/components/schemas/Hamster' }]
+      discriminator: { propertyName: kind, mapping: { kitty: '#/components/schemas/Cat', hamster: '#/components/schemas/Hamster' } }
+    # Fish is also a response: it keeps its tag, and its union is read by tag.
+    Shared:
+      oneOf: [{ $ref: '#/components/schemas/Fish' }, { $ref: '#/components/schemas/Bird' }]
+      discriminator: { propertyName: kind }
+    # Two tags for one alternative: the tag sent is kept.
+    Twice:
+      oneOf: [{ $ref: '#/components/schemas/Ant' }, { $ref: '#/components/schemas/Bee' }]
+      discriminator: { propertyName: kind, mapping: { ant: '#/components/schemas/Ant', emmet: '#/components/schemas/Ant', bee: '#/components/schemas/Bee' } }
+    # An alternative without the property.
+    Missing:
+      oneOf: [{ $ref: '#/components/schemas/Rock' }, { $ref: '#/components/schemas/Wasp' }]
+      discriminator: { propertyName: kind }
+    Cat: { type: object, required: [kind], properties: { kind: { type: string }, lives: { type: integer } } }
+    Dog: { type: object, required: [kind], properties: { kind: { type: string, enum: [dog] } } }
+    Fish: { type: object, required: [kind], properties: { kind: { type: string } } }
+    Bird: { type: object, required: [kind], properties: { kind: { type: string } } }
+    Ant: { type: object, required: [kind], properties: { kind: { type: string } } }
+    Bee: { type: object, required: [kind], properties: { kind: { type: string }, sting: { type: boolean } } }
+    Wasp: { type: object, required: [kind], properties: { kind: { type: string }, nest: { type: boolean } } }
+    Hamster: { type: object, required: [kind], properties: { kind: { type: string }, wheel: { type: boolean } } }
+    Rock: { type: object, properties: { weight: { type: number } } }
+"#;
+
+    #[test]
+    fn tags_are_implied_for_alternatives_used_only_through_tagged_unions() {
+        let api = api(UNIONS);
+        let tagged = |name: &str| match &def(&api, name).kind {
+            TypeKind::Union {
+                tagged,
+                discriminator,
+                ..
+            } => (*tagged, discriminator.is_some()),
+            other => panic!("{name} is not a union: {other:?}"),
+        };
+        assert_eq!(tagged("Pet"), (true, true));
+        assert_eq!(tagged("OtherPet"), (true, true));
+        assert_eq!(tagged("Shared"), (false, true));
+        assert_eq!(tagged("Twice"), (false, true));
+        // Without the property the discriminator is still read (the alternative is named).
+        assert!(!tagged("Missing").0);
+        let implied = |ty: &str| field(&api, ty, "kind").implied_tag;
+        assert!(implied("Cat") && implied("Dog"));
+        assert!(implied("Hamster"));
+        // An alternative of an untagged union keeps its tag field, even when its sibling is the
+        // one used elsewhere.
+        for ty in ["Fish", "Bird", "Ant", "Bee", "Wasp"] {
+            assert!(!implied(ty), "{ty}");
+        }
+        // The Pet union's tags come from the mapping; Shared's from the schema names.
+        let tags = |name: &str| match &def(&api, name).kind {
+            TypeKind::Union { variants, .. } => variants
+                .iter()
+                .map(|v| v.tags.join("|"))
+                .collect::<Vec<_>>(),
+            _ => unreachable!(),
+        };
+        assert_eq!(tags("Pet"), ["cat", "dog"]);
+        assert_eq!(tags("OtherPet"), ["kitty", "hamster"]);
+        assert_eq!(tags("Shared"), ["Fish", "Bird"]);
+        assert_eq!(tags("Twice"), ["ant|emmet", "bee"]);
+    }
 }

@@ -162,6 +162,10 @@ pub enum TypeKind {
         discriminator: Option<String>,
         /// The alternatives, in schema order.
         variants: Vec<UnionVariant>,
+        /// Internally tagged (`#[serde(tag = "…")]`): every alternative is a struct whose
+        /// discriminator property is implied (set by [`imply_tags`]). Otherwise a discriminated
+        /// union is read by its tag and written as its alternative, which carries the tag.
+        tagged: bool,
     },
     /// A named schema that is another type (`Id: {type: string}`).
     Alias(TypeRef),
@@ -182,18 +186,158 @@ pub struct Field {
     pub required: bool,
     /// The property schema's validation keywords.
     pub checks: Checks,
+    /// The schema's `default` as written (on an optional property only: a required one is
+    /// always sent, so its default means nothing).
+    pub default_json: Option<serde_json::Value>,
+    /// The default the generated code applies to an absent property: `default_json` written as
+    /// a value of the field's type, when it is one (set by [`TypeSpace::finish`]).
+    pub default: Option<DefaultExpr>,
+    /// The discriminator property of the tagged unions this struct is used through, and only
+    /// through (see [`imply_tags`]): no Rust field, since the union's variant implies it (serde
+    /// writes and checks it). It still counts in the lock's shape: the JSON is the same.
+    pub implied_tag: bool,
 }
 
 impl Field {
-    /// The type of the field: `Option` unless required and not nullable; `Option<Option<T>>`
-    /// when optional and nullable (null and absent stay distinct).
+    /// The type of the field: `Option` unless required, defaulted or not nullable;
+    /// `Option<Option<T>>` when optional and nullable (null and absent stay distinct). A
+    /// defaulted property is its value's type: absent, it takes the default.
     pub fn field_type(&self) -> TypeRef {
-        if self.required {
+        if self.required || self.default.is_some() {
             self.ty.clone()
         } else {
             // Absent is the outer `None`; a nullable property's `null` is `Some(None)`.
             TypeRef::Option(Box::new(self.ty.clone()))
         }
+    }
+}
+
+/// A `default` as a value of the type it is the default of, ready to be written as Rust.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DefaultExpr {
+    /// A `String`.
+    Str(String),
+    /// A `bool`.
+    Bool(bool),
+    /// An `i32`.
+    I32(i32),
+    /// An `i64`.
+    I64(i64),
+    /// An `f64`.
+    F64(f64),
+    /// A value of the string enum `ty`.
+    Variant {
+        /// The enum's type name.
+        ty: String,
+        /// The variant's name.
+        variant: String,
+    },
+    /// `None` of a nullable value (`default: null`).
+    Null,
+    /// `Some(…)` of a nullable value.
+    Some(Box<DefaultExpr>),
+    /// A list.
+    Vec(Vec<DefaultExpr>),
+    /// An empty map (`default: {}`).
+    EmptyMap,
+}
+
+impl DefaultExpr {
+    /// Whether writing the value allocates (a `String`, a non-empty list): `unwrap_or_else`
+    /// rather than `unwrap_or`.
+    pub fn allocates(&self) -> bool {
+        match self {
+            DefaultExpr::Str(_) => true,
+            DefaultExpr::Vec(items) => !items.is_empty(),
+            DefaultExpr::Some(inner) => inner.allocates(),
+            _ => false,
+        }
+    }
+}
+
+/// Nesting of a `default` value deeper than this is not applied.
+const MAX_DEFAULT_DEPTH: usize = 32;
+
+/// `value` (a schema's `default`) as a value of `ty`, looking through aliases in `defs`: `None`
+/// when it is not one (a string for an integer, a value no enum variant has, an `int32` out of
+/// range) or its type has no literal form here (formatted strings, objects, unions, free-form
+/// JSON): such defaults are not applied.
+pub fn resolve_default<'d>(
+    value: &serde_json::Value,
+    ty: &TypeRef,
+    defs: &dyn Fn(&str) -> Option<&'d TypeDef>,
+) -> Option<DefaultExpr> {
+    resolve_default_at(value, ty, defs, 0)
+}
+
+fn resolve_default_at<'d>(
+    value: &serde_json::Value,
+    ty: &TypeRef,
+    defs: &dyn Fn(&str) -> Option<&'d TypeDef>,
+    depth: usize,
+) -> Option<DefaultExpr> {
+    use serde_json::Value as J;
+    if depth > MAX_DEFAULT_DEPTH {
+        return None;
+    }
+    Some(match (ty, value) {
+        (TypeRef::String, J::String(s)) => DefaultExpr::Str(s.clone()),
+        (TypeRef::Bool, J::Bool(b)) => DefaultExpr::Bool(*b),
+        (TypeRef::I32, J::Number(n)) => DefaultExpr::I32(i32::try_from(integer(n)?).ok()?),
+        (TypeRef::I64, J::Number(n)) => DefaultExpr::I64(integer(n)?),
+        (TypeRef::F64, J::Number(n)) => DefaultExpr::F64(n.as_f64().filter(|f| f.is_finite())?),
+        (TypeRef::Option(_), J::Null) => DefaultExpr::Null,
+        (TypeRef::Option(inner), value) => {
+            DefaultExpr::Some(Box::new(resolve_default_at(value, inner, defs, depth + 1)?))
+        }
+        (TypeRef::Vec(item), J::Array(items)) => DefaultExpr::Vec(
+            items
+                .iter()
+                .map(|v| resolve_default_at(v, item, defs, depth + 1))
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        (TypeRef::Map(_), J::Object(map)) if map.is_empty() => DefaultExpr::EmptyMap,
+        (TypeRef::Named(name), value) => match &defs(name)?.kind {
+            TypeKind::StringEnum { variants } => {
+                let wire = value.as_str()?;
+                let variant = variants.iter().find(|v| v.wire == wire)?;
+                DefaultExpr::Variant {
+                    ty: name.clone(),
+                    variant: variant.name.clone(),
+                }
+            }
+            TypeKind::Alias(target) => resolve_default_at(value, target, defs, depth + 1)?,
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+/// A JSON number that is an integer (`20`, or `20.0` as YAML may write it).
+fn integer(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    })
+}
+
+/// A node of the document as JSON (`default`, `const` values).
+pub fn json_of(node: &Node) -> serde_json::Value {
+    use serde_json::Value as J;
+    match &node.value {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => J::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Value::Str(s) => J::String(s.clone()),
+        Value::Seq(items) => J::Array(items.iter().map(json_of).collect()),
+        Value::Map(map) => J::Object(
+            map.entries()
+                .iter()
+                .map(|(k, v)| (k.text.clone(), json_of(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -259,6 +403,10 @@ pub struct Constraints {
     pub min_properties: Option<u64>,
     /// `maxProperties` (maps).
     pub max_properties: Option<u64>,
+    /// `const`, or an `enum` of one value, when it is a string, number or boolean: the value
+    /// must equal it (`body.kind: must be "card"`). A string `enum` of one value is also the
+    /// type of a one-variant enum, which enforces it by itself.
+    pub constant: Option<Box<serde_json::Value>>,
 }
 
 impl Constraints {
@@ -277,12 +425,21 @@ impl Constraints {
                 out.min_length = self.min_length;
                 out.max_length = self.max_length;
                 out.pattern = self.pattern.clone();
+                out.constant = self.constant.clone().filter(|c| c.is_string());
             }
             TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
                 out.minimum = self.minimum;
                 out.maximum = self.maximum;
                 out.multiple_of = self.multiple_of;
+                out.constant = self.constant.clone().filter(|c| match &**c {
+                    serde_json::Value::Number(n) => *ty == TypeRef::F64 || integer(n).is_some(),
+                    _ => false,
+                });
             }
+            TypeRef::Bool => {
+                out.constant = self.constant.clone().filter(|c| c.is_boolean());
+            }
+            TypeRef::Json => out.constant = self.constant.clone(),
             TypeRef::Vec(_) => {
                 out.min_items = self.min_items;
                 out.max_items = self.max_items;
@@ -403,9 +560,11 @@ impl<'s> TypeSpace<'s> {
     /// by name, with recursive fields boxed.
     pub fn finish(mut self) -> Vec<TypeDef> {
         self.drain();
+        apply_defaults(&mut self.defs);
         box_recursion(&mut self.defs);
-        mark_validated(&mut self.defs);
-        self.defs.into_values().collect()
+        let mut defs: Vec<TypeDef> = self.defs.into_values().collect();
+        mark_validated(&mut defs);
+        defs
     }
 
     /// The type of `schema` at a use site; inline types are named `hint`.
@@ -438,6 +597,15 @@ impl<'s> TypeSpace<'s> {
             }
         }
         false
+    }
+
+    /// The `default` of the schema at a use site: its own, else (for a `$ref`) its target's.
+    pub fn default_of(&self, at: NodeRef<'s>) -> Option<serde_json::Value> {
+        if let Some(value) = at.node.get("default") {
+            return Some(json_of(value));
+        }
+        at.node.ref_target()?;
+        self.spec.deref(at).node.get("default").map(json_of)
     }
 
     /// Reserves a type name for something that is not a schema (kept out of `types`).
@@ -659,7 +827,7 @@ impl<'s> TypeSpace<'s> {
                         continue;
                     }
                     let _ = write!(out, "{k:?}=");
-                    if matches!(k, "enum" | "const") {
+                    if matches!(k, "enum" | "const" | "default") {
                         // Values, not schemas: written whole.
                         write_value(value, out);
                     } else {
@@ -843,6 +1011,7 @@ impl<'s> TypeSpace<'s> {
         TypeKind::Union {
             discriminator,
             variants,
+            tagged: false,
         }
     }
 
@@ -918,11 +1087,17 @@ impl<'s> TypeSpace<'s> {
                     ty,
                     required: false,
                     checks: Checks::of(schema),
+                    default_json: self.default_of(node),
+                    default: None,
+                    implied_tag: false,
                 });
             }
         }
         for field in &mut fields {
             field.required = required.contains(&field.wire);
+            if field.required {
+                field.default_json = None;
+            }
         }
         Some(TypeKind::Struct {
             fields,
@@ -942,13 +1117,21 @@ impl<'s> TypeSpace<'s> {
                 node: schema,
             };
             let ty = self.convert(node, &format!("{name}{}", type_name(wire)), depth + 1);
+            let required = required.contains(wire.as_str());
             fields.push(Field {
                 name: ns.claim(&snake_name(wire)),
                 wire: wire.to_string(),
                 doc: description(schema),
                 ty,
-                required: required.contains(wire.as_str()),
+                required,
                 checks: Checks::of(schema),
+                default_json: if required {
+                    None
+                } else {
+                    self.default_of(node)
+                },
+                default: None,
+                implied_tag: false,
             });
         }
         let additional = at.node.get("additionalProperties");
@@ -1079,7 +1262,6 @@ fn is_annotation(keyword: &str) -> bool {
                 | "writeOnly"
                 | "$comment"
                 | "summary"
-                | "default"
         )
 }
 
@@ -1230,6 +1412,160 @@ fn primitive_label(ty: &TypeRef) -> Option<String> {
         }
         .to_string(),
     )
+}
+
+/// Decides which discriminated unions are internally tagged, and drops the tag field of their
+/// alternatives. A struct's discriminator property is implied (no Rust field: the variant is the
+/// tag) when the struct is used only as an alternative of discriminated unions on that property
+/// (`other_uses` holds every type used anywhere else: operations, fields, aliases, lists, maps,
+/// untagged unions), has that property as a string (or string enum) field, and every union it is
+/// an alternative of is tagged; a union is tagged when every alternative is such a struct,
+/// selected by exactly one tag. A
+/// struct also used on its own (a response, a field) keeps its tag field, and its unions stay
+/// read-by-tag, written-as-the-alternative: the JSON is the same either way.
+pub fn imply_tags(defs: &mut [TypeDef], other_uses: &BTreeSet<String>) {
+    let index: HashMap<String, usize> = defs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.clone(), i))
+        .collect();
+    let variant_struct = |ty: &TypeRef| match ty {
+        TypeRef::Named(n) => Some(n.clone()),
+        TypeRef::Boxed(inner) => match &**inner {
+            TypeRef::Named(n) => Some(n.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    // Every type used other than as a discriminated alternative, and per struct the unions (and
+    // their properties) it is an alternative of.
+    let mut other: BTreeSet<String> = other_uses.clone();
+    let mut unions_of: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    for (u, def) in defs.iter().enumerate() {
+        let mut held = Vec::new();
+        match &def.kind {
+            TypeKind::Union {
+                discriminator: Some(property),
+                variants,
+                ..
+            } => {
+                for v in variants {
+                    match variant_struct(&v.ty) {
+                        Some(n) => unions_of.entry(n).or_default().push((u, property.clone())),
+                        None => named_in(&v.ty, &mut held),
+                    }
+                }
+            }
+            _ => held = def.holds(),
+        }
+        other.extend(held);
+    }
+    let is_tag_type = |ty: &TypeRef| match ty {
+        TypeRef::String => true,
+        TypeRef::Named(n) => index
+            .get(n)
+            .is_some_and(|&i| matches!(defs[i].kind, TypeKind::StringEnum { .. })),
+        _ => false,
+    };
+    let mut candidates: BTreeSet<String> = unions_of
+        .iter()
+        .filter(|(name, uses)| {
+            let Some(&i) = index.get(*name) else {
+                return false;
+            };
+            let property = &uses[0].1;
+            !other.contains(*name)
+                && uses.iter().all(|(_, p)| p == property)
+                && matches!(&defs[i].kind, TypeKind::Struct { fields, .. }
+                    if fields.iter().any(|f| f.wire == *property && is_tag_type(&f.ty)))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    // Fixed point: a union is tagged when all its alternatives are candidates; a candidate stays
+    // one when all its unions are tagged.
+    let mut tagged: BTreeSet<usize>;
+    loop {
+        tagged = defs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| match &d.kind {
+                TypeKind::Union {
+                    discriminator: Some(_),
+                    variants,
+                    ..
+                } => {
+                    // One tag per alternative: one selected by two mapping values keeps its tag
+                    // field, so the value sent is the value fingerprinted.
+                    !variants.is_empty()
+                        && variants.iter().all(|v| {
+                            v.tags.len() == 1
+                                && variant_struct(&v.ty).is_some_and(|n| candidates.contains(&n))
+                        })
+                }
+                _ => false,
+            })
+            .map(|(u, _)| u)
+            .collect();
+        let before = candidates.len();
+        candidates.retain(|n| unions_of[n].iter().all(|(u, _)| tagged.contains(u)));
+        if candidates.len() == before {
+            break;
+        }
+    }
+    for u in &tagged {
+        if let TypeKind::Union { tagged, .. } = &mut defs[*u].kind {
+            *tagged = true;
+        }
+    }
+    for name in &candidates {
+        let property = unions_of[name][0].1.clone();
+        if let TypeKind::Struct { fields, .. } = &mut defs[index[name]].kind {
+            for f in fields.iter_mut().filter(|f| f.wire == property) {
+                f.implied_tag = true;
+            }
+        }
+    }
+    // A tag is never absent where a union reads it, so its `default` (Adyen writes one beside
+    // each one-value tag enum) is not applied: the alternative's shape, and so the lock, is the
+    // same whether its union is tagged or not.
+    for (name, uses) in &unions_of {
+        let Some(&i) = index.get(name) else { continue };
+        if let TypeKind::Struct { fields, .. } = &mut defs[i].kind {
+            for f in fields
+                .iter_mut()
+                .filter(|f| uses.iter().any(|(_, p)| *p == f.wire))
+            {
+                f.default = None;
+            }
+        }
+    }
+    mark_validated(defs);
+}
+
+/// Sets [`Field::default`] on every optional property whose `default` is a value of its type.
+fn apply_defaults(defs: &mut BTreeMap<String, TypeDef>) {
+    let mut resolved = Vec::new();
+    for (name, def) in defs.iter() {
+        if let TypeKind::Struct { fields, .. } = &def.kind {
+            for (i, field) in fields.iter().enumerate() {
+                if let Some(value) = field.default_json.as_ref().filter(|_| !field.required)
+                    && let Some(expr) = resolve_default(value, &field.ty, &|n| defs.get(n))
+                {
+                    resolved.push((name.clone(), i, expr));
+                }
+            }
+        }
+    }
+    for (name, i, expr) in resolved {
+        if let Some(TypeDef {
+            kind: TypeKind::Struct { fields, .. },
+            ..
+        }) = defs.get_mut(&name)
+            && let Some(field) = fields.get_mut(i)
+        {
+            field.default = Some(expr);
+        }
+    }
 }
 
 /// Boxes every by-value use of a named type that leads back to the type using it (directly or
@@ -1448,6 +1784,22 @@ fn constraints_of(node: &Node) -> Constraints {
         unique_items: node.get("uniqueItems").and_then(Node::as_bool) == Some(true),
         min_properties: count("minProperties"),
         max_properties: count("maxProperties"),
+        constant: constant_of(node),
+    }
+}
+
+/// `const`, else the one value of an `enum` of one, when it is a string, number or boolean.
+fn constant_of(node: &Node) -> Option<Box<serde_json::Value>> {
+    let value = node.get("const").or_else(|| {
+        node.get("enum")
+            .and_then(Node::as_seq)
+            .filter(|values| values.len() == 1)
+            .map(|values| &values[0])
+    })?;
+    match value.value {
+        Value::Str(_) | Value::Bool(_) | Value::Int(_) => Some(Box::new(json_of(value))),
+        Value::Float(f) if f.is_finite() => Some(Box::new(json_of(value))),
+        _ => None,
     }
 }
 
@@ -1462,7 +1814,7 @@ fn number(node: &Node) -> Option<f64> {
 
 /// Sets [`TypeDef::validated`] on every struct and union with something to check, directly or
 /// through the types it holds (a fixed point, so recursive types terminate).
-fn mark_validated(defs: &mut BTreeMap<String, TypeDef>) {
+fn mark_validated(defs: &mut [TypeDef]) {
     fn uses(ty: &TypeRef, checks: &Checks, out: &mut Vec<String>) -> bool {
         let none = Checks::default();
         match ty {
@@ -1485,7 +1837,8 @@ fn mark_validated(defs: &mut BTreeMap<String, TypeDef>) {
     // Per type: whether it checks something itself, and the named types it holds.
     let graph: BTreeMap<String, (bool, Vec<String>)> = defs
         .iter()
-        .map(|(name, def)| {
+        .map(|def| {
+            let name = &def.name;
             let mut named = Vec::new();
             let direct = match &def.kind {
                 TypeKind::Struct {
@@ -1495,7 +1848,7 @@ fn mark_validated(defs: &mut BTreeMap<String, TypeDef>) {
                     ..
                 } => {
                     let mut direct = false;
-                    for f in fields {
+                    for f in fields.iter().filter(|f| !f.implied_tag) {
                         direct |= uses(&f.ty, &f.checks, &mut named);
                     }
                     if let Some(extra) = extra {
@@ -1532,7 +1885,7 @@ fn mark_validated(defs: &mut BTreeMap<String, TypeDef>) {
             break;
         }
     }
-    for def in defs.values_mut() {
+    for def in defs.iter_mut() {
         def.validated = validated.contains(&def.name);
     }
 }

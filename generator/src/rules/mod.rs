@@ -15,6 +15,7 @@ mod refs;
 mod responses;
 mod security;
 pub mod snippet;
+mod values;
 
 use std::collections::HashMap;
 

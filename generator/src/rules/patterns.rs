@@ -1,5 +1,7 @@
 //! `pattern-invalid`: every `pattern` of a schema is a regular expression the generated code can
-//! enforce, compiled by the runtime's own rule (`idemgen_protocol::pattern::compile`).
+//! enforce, compiled by the runtime's own rule (`idemgen_protocol::pattern::compile`). The walk
+//! over every schema is shared: each keyword map it reaches is also given to [`super::values`]
+//! (`default-invalid`, `discriminator-invalid`).
 
 use std::collections::HashSet;
 
@@ -24,7 +26,8 @@ fn is_data_key(key: &str) -> bool {
     loader::is_data_key(key) || key == "examples"
 }
 
-/// Reports every `pattern` keyword that does not compile, at its value: in the root document and
+/// Reports every `pattern` keyword that does not compile, at its value (and runs the checks of
+/// [`super::values`] on every keyword map): in the root document and
 /// in everything its `$ref`s reach (each node once), skipping data (`example`, `examples`,
 /// `default`, `enum`, `const`, `x-` extensions). The walk keeps its own stack.
 pub(super) fn check(spec: &LoadedSpec, sink: &mut Sink<'_>) {
@@ -53,6 +56,7 @@ pub(super) fn check(spec: &LoadedSpec, sink: &mut Sink<'_>) {
                 if !seen.insert(std::ptr::from_ref(at.node)) {
                     continue;
                 }
+                super::values::check_map(spec, at, sink);
                 let mut children = Vec::new();
                 for (key, value) in map.entries() {
                     let key = key.text.as_str();

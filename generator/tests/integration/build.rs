@@ -9,7 +9,9 @@ use idemgen::Config;
 use idemgen::build::{self, Drift, GeneratedFile};
 
 /// The fixtures under `tests/fixtures/build`, each compiled as `tests/compile/src/<name>`.
-const FIXTURES: [&str; 5] = ["forms", "patterns", "security", "shapes", "widgets"];
+const FIXTURES: [&str; 6] = [
+    "defaults", "forms", "patterns", "security", "shapes", "widgets",
+];
 
 fn spec(name: &str) -> PathBuf {
     Path::new("tests/fixtures/build")

@@ -5,7 +5,8 @@
 //! "The emitted semantic input" is what serialises into the fingerprint: the generated semantic
 //! input structs and every type they reach, as emitted, reduced to what serde's `Serialize` reads
 //! (items and fields with their `serde` attributes, minus the deserialise-only `default` and
-//! `deny_unknown_fields`; docs, derives, impls and `Box` dropped; aliases inlined; fields and
+//! `deny_unknown_fields`; the values of the `default_*` functions kept, since an absent value is
+//! serialised as its default; docs, derives, other impls and `Box` dropped; aliases inlined; fields and
 //! variants in name order, since JCS sorts members; type names replaced by the order in which the
 //! input reaches them, since a renamed component serialises the same).
 
@@ -201,6 +202,56 @@ const CASES: &[(&str, Edits, bool)] = &[
         )],
         false,
     ),
+    // An absent value now serialises as its default: a new request for the same bytes.
+    (
+        "optional body property gains a default",
+        &[(
+            "size: { type: integer }",
+            "size: { type: integer, default: 1 }",
+        )],
+        true,
+    ),
+    (
+        "$ref'd query parameter gains a default",
+        &[(
+            "Mode: { type: string, enum: [fast, slow] }",
+            "Mode: { type: string, enum: [fast, slow], default: fast }",
+        )],
+        true,
+    ),
+    // Not applied: not a value of its type, on a required property, on a header.
+    (
+        "default that is not a value of its type",
+        &[(
+            "size: { type: integer }",
+            "size: { type: integer, default: big }",
+        )],
+        false,
+    ),
+    (
+        "default on a required property",
+        &[(
+            "code: { type: string }",
+            "code: { type: string, default: x }",
+        )],
+        false,
+    ),
+    (
+        "header parameter gains a default",
+        &[(
+            "name: X-Trace, in: header, schema: { type: string }",
+            "name: X-Trace, in: header, schema: { type: string, default: x }",
+        )],
+        false,
+    ),
+    (
+        "const added",
+        &[(
+            "size: { type: integer }",
+            "size: { type: integer, const: 3 }",
+        )],
+        false,
+    ),
     (
         "header parameter marked x-idempotency-fingerprint",
         &[(
@@ -317,8 +368,28 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
     };
     let mut items: BTreeMap<String, String> = BTreeMap::new();
     let mut aliases: Vec<(String, String)> = Vec::new();
+    let mut defaults: BTreeMap<String, String> = BTreeMap::new();
     for item in file.items {
         match item {
+            syn::Item::Impl(i) if i.trait_.is_none() => {
+                // `impl T { fn default_x() -> X { value } }`: the values absent fields take.
+                let syn::Type::Path(owner) = &*i.self_ty else {
+                    continue;
+                };
+                let owner = owner.path.to_token_stream().to_string();
+                for item in &i.items {
+                    if let syn::ImplItem::Fn(f) = item
+                        && f.sig.ident.to_string().starts_with("default_")
+                    {
+                        let entry = defaults.entry(owner.clone()).or_default();
+                        entry.push_str(&format!(
+                            " {} = {} ;",
+                            f.sig.ident,
+                            f.block.to_token_stream()
+                        ));
+                    }
+                }
+            }
             syn::Item::Struct(mut s) => {
                 serde_only(&mut s.attrs);
                 s.generics = syn::Generics::default();
@@ -375,6 +446,11 @@ fn normalise(source: String, op: &str, types: &[String]) -> String {
                 aliases.push((t.ident.to_string(), t.ty.to_token_stream().to_string()))
             }
             _ => {}
+        }
+    }
+    for (owner, values) in defaults {
+        if let Some(item) = items.get_mut(&owner) {
+            item.push_str(&format!(" defaults {{{values} }}"));
         }
     }
     // Token text with `types ::` and `Box` wrappers gone, aliases inlined.
@@ -467,4 +543,75 @@ fn the_lock_changes_exactly_when_the_emitted_semantic_input_changes() {
             },
         );
     }
+}
+
+/// A discriminated union is internally tagged when its alternatives are used only through it,
+/// and written as its alternatives (each carrying its tag) otherwise: the JSON is the same, and
+/// so is the lock's shape.
+#[test]
+fn a_union_s_representation_does_not_change_the_shape() {
+    let union = r#"
+openapi: 3.1.0
+info: { title: Pets, version: 1.0.0 }
+paths:
+  /pets:
+    post:
+      operationId: createThing
+      x-idempotent: true
+      parameters:
+        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: '#/components/schemas/Pet' }
+      responses:
+        '201': { description: Created. }
+components:
+  schemas:
+    Pet:
+      oneOf: [{ $ref: '#/components/schemas/Cat' }, { $ref: '#/components/schemas/Dog' }]
+      discriminator: { propertyName: kind, mapping: { cat: '#/components/schemas/Cat', dog: '#/components/schemas/Dog' } }
+    Cat:
+      type: object
+      required: [kind]
+      properties: { kind: { type: string }, lives: { type: integer } }
+    Dog:
+      type: object
+      properties: { kind: { type: string, default: dog }, good: { type: boolean } }
+"#;
+    let tagged = api(union);
+    // `Cat` also answered on its own: it keeps its tag field, and the union its untagged form.
+    let shared = api(&union.replace(
+        "'201': { description: Created. }",
+        "'201': { description: Created., content: { application/json: { schema: { $ref: '#/components/schemas/Cat' } } } }",
+    ));
+    let is_tagged = |api: &Api| {
+        api.types
+            .iter()
+            .any(|d| matches!(&d.kind, TypeKind::Union { tagged: true, .. }))
+    };
+    assert!(is_tagged(&tagged));
+    assert!(!is_tagged(&shared));
+    let implied =
+        |api: &Api, name: &str| match &api.types.iter().find(|d| d.name == name).unwrap().kind {
+            TypeKind::Struct { fields, .. } => {
+                fields.iter().any(|f| f.wire == "kind" && f.implied_tag)
+            }
+            _ => panic!("{name} is a struct"),
+        };
+    assert!(implied(&tagged, "Cat") && implied(&tagged, "Dog"));
+    assert!(!implied(&shared, "Cat") && !implied(&shared, "Dog"));
+    assert_eq!(lock_shape(&tagged), lock_shape(&shared));
+    // The tag's default is not applied either way: a union always reads the tag.
+    let dog_kind = |api: &Api| match &api.types.iter().find(|d| d.name == "Dog").unwrap().kind {
+        TypeKind::Struct { fields, .. } => fields
+            .iter()
+            .find(|f| f.wire == "kind")
+            .unwrap()
+            .default
+            .clone(),
+        _ => panic!("Dog is a struct"),
+    };
+    assert_eq!((dog_kind(&tagged), dog_kind(&shared)), (None, None));
 }

@@ -171,6 +171,21 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "pattern-invalid@35:60",
         ],
     );
+    // Not a response called `default`, a property called `default` or data in an example.
+    case(
+        "rules/default-invalid.yaml",
+        &[
+            "default-invalid@10:56",
+            "default-invalid@13:62",
+            "default-invalid@27:55",
+            "default-invalid@30:40",
+        ],
+    );
+    // An alternative with the property through `allOf` is fine, and so is a bare name.
+    case(
+        "rules/discriminator-invalid.yaml",
+        &["discriminator-invalid@19:11", "discriminator-invalid@24:16"],
+    );
 }
 
 #[test]

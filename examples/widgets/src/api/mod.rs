@@ -283,7 +283,7 @@ impl<A: WidgetsApi> cg::TxEndpoint<A, A::Store> for CreateWidget {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListWidgetsRequest {
     /// The `limit` query parameter.
-    pub limit: ::std::option::Option<i32>,
+    pub limit: i32,
 }
 /// The successful responses of `listWidgets` (`GET /widgets`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -350,17 +350,15 @@ impl cg::Operation for ListWidgets {
     type Error = ListWidgetsError;
     fn extract(parts: &cg::RequestParts) -> cg::Extracted<ListWidgetsRequest> {
         ::std::result::Result::Ok(ListWidgetsRequest {
-            limit: parts.query("limit")?,
+            limit: parts.query("limit")?.unwrap_or(50),
         })
     }
     fn validate(request: &ListWidgetsRequest) -> cg::Checked {
         {
             let path = &cg::FieldPath::Root("query.limit");
             let value = &request.limit;
-            if let ::std::option::Option::Some(value) = value {
-                cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(1.0))?;
-                cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(100.0))?;
-            }
+            cg::check_minimum(path, *value as f64, cg::Bound::Inclusive(1.0))?;
+            cg::check_maximum(path, *value as f64, cg::Bound::Inclusive(100.0))?;
         }
         ::std::result::Result::Ok(())
     }

@@ -162,10 +162,16 @@ pub enum CreateWidgetError {
     Status504(types::Problem),
 }
 /// The query and header parameters of `listWidgets` (`GET /widgets`).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ListWidgetsParams {
     /// The `limit` query parameter.
-    pub limit: ::std::option::Option<i32>,
+    pub limit: i32,
+}
+impl ::std::default::Default for ListWidgetsParams {
+    /// Every parameter at its spec `default`, the others absent or empty.
+    fn default() -> Self {
+        Self { limit: 50 }
+    }
 }
 /// The successful responses of `listWidgets` (`GET /widgets`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -434,10 +440,7 @@ impl WidgetsClient {
                 declares_429: false,
             },
         );
-        let call = match &params.limit {
-            ::std::option::Option::Some(value) => call.query("limit", value.to_string()),
-            ::std::option::Option::None => call,
-        };
+        let call = call.query("limit", params.limit.to_string());
         let answer = self.inner.send(call, options).await?;
         match answer.status.as_u16() {
             200 => {

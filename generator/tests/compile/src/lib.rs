@@ -3,6 +3,10 @@
 //! idemgen (prettyplease), and `cargo fmt` must neither rewrite them nor fail on them.
 
 #[rustfmt::skip]
+pub mod defaults;
+#[rustfmt::skip]
+pub mod defaults_client;
+#[rustfmt::skip]
 pub mod forms;
 #[rustfmt::skip]
 pub mod forms_client;
