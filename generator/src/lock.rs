@@ -23,6 +23,12 @@
 //! tagged (its alternatives' implied tag fields are shaped as written); recursion is cut with a
 //! marker.
 //!
+//! One change of shape is compatible and needs no bump: optional members (without a default)
+//! added to objects that refuse unknown properties. The lock records the JSON pointers of such
+//! members (`closed-optional`); a new shape that is the recorded one plus members at new such
+//! pointers, and nothing else, passes ([`compatible_addition`]). A lock without the list (written
+//! before it existed) treats every change as incompatible.
+//!
 //! Format 1 hashed the spec's schema nodes instead; a format 1 lock is still read for its
 //! fingerprint versions (which may never go down), and `build` rewrites it in format 2.
 
@@ -78,6 +84,15 @@ pub struct LockedOperation {
     pub fingerprint_version: i16,
     /// `sha256:` and the hex SHA-256 of the canonical shape.
     pub input_shape: String,
+    /// Where the shape has optional members without a default in objects that refuse unknown
+    /// properties (`additionalProperties: false`), as JSON pointers into the shape: a member
+    /// added there later is a compatible change (see [`compatible_addition`]). `None` in locks
+    /// written before it was recorded: every shape change then needs a version bump.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_optional: Option<Vec<String>>,
+    /// The canonical shape itself, for the comparison (never written).
+    #[serde(skip)]
+    pub shape: Option<Json>,
 }
 
 impl Lock {
@@ -90,14 +105,14 @@ impl Lock {
             .iter()
             .filter_map(|op| Some((op, op.idempotency.as_ref()?)))
             .map(|(op, idempotency)| {
-                let shape = input_shape(idempotency, &types);
-                let digest = Sha256::digest(canonical(&shape).as_bytes());
-                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                let (shape, closed_optional) = shape_and_closed_optional(idempotency, &types);
                 (
                     op.id.clone(),
                     LockedOperation {
                         fingerprint_version: idempotency.fingerprint_version,
-                        input_shape: format!("sha256:{hex}"),
+                        input_shape: digest(&shape),
+                        closed_optional: Some(closed_optional),
+                        shape: Some(shape),
                     },
                 )
             })
@@ -140,6 +155,13 @@ impl Lock {
                 op.fingerprint_version,
                 op.input_shape
             ));
+            if let Some(members) = &op.closed_optional {
+                let quoted: Vec<String> = members
+                    .iter()
+                    .map(|m| serde_json::to_string(m).unwrap_or_default())
+                    .collect();
+                out.push_str(&format!("closed-optional = [{}]\n", quoted.join(", ")));
+            }
         }
         out
     }
@@ -196,6 +218,7 @@ pub fn compare(
         } else if recorded.version == FORMAT
             && now.fingerprint_version == then.fingerprint_version
             && now.input_shape != then.input_shape
+            && !compatible_addition(now, then)
         {
             format!(
                 "{}: the semantic input (path and query parameters, body) changed shape since {lock_display} was written, but `{X_FINGERPRINT_VERSION}` is still {}",
@@ -226,11 +249,70 @@ pub fn compare(
     findings
 }
 
+/// `sha256:` and the hex SHA-256 of a shape's canonical JSON.
+fn digest(shape: &Json) -> String {
+    let digest = Sha256::digest(canonical(shape).as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Whether the shape `now` is the recorded one plus optional members (without a default) of
+/// objects that refuse unknown properties, and nothing else. No stored request can hold such a
+/// member (it was refused with 400 before the member existed), and a new request without it
+/// serialises as before, so every stored fingerprint keeps meaning the same request: no version
+/// bump is needed. Any other change (a required member, a default, a member of an object that
+/// ignored unknown properties, whose old requests may have carried it unfingerprinted) is not.
+pub fn compatible_addition(now: &LockedOperation, then: &LockedOperation) -> bool {
+    let (Some(shape), Some(now_members), Some(then_members)) =
+        (&now.shape, &now.closed_optional, &then.closed_optional)
+    else {
+        return false;
+    };
+    let mut reduced = shape.clone();
+    let mut added = 0;
+    for pointer in now_members.iter().filter(|m| !then_members.contains(m)) {
+        let Some((parent, key)) = pointer.rsplit_once('/') else {
+            return false;
+        };
+        let removed = reduced
+            .pointer_mut(parent)
+            .and_then(Json::as_object_mut)
+            .and_then(|members| members.remove(&unescape(key)));
+        if removed.is_none() {
+            return false;
+        }
+        added += 1;
+    }
+    added > 0 && digest(&reduced) == then.input_shape
+}
+
+/// A JSON pointer segment's text (`~1` is `/`, `~0` is `~`).
+fn unescape(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
+}
+
+/// A JSON pointer segment for `text`.
+fn escape(text: &str) -> String {
+    text.replace('~', "~0").replace('/', "~1")
+}
+
 /// The canonical shape of an operation's semantic input: what its JSON form can be.
 pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -> Json {
+    shape_and_closed_optional(idempotency, types).0
+}
+
+/// The shape, and the pointers of its optional members (without a default) in objects that refuse
+/// unknown properties, outside unions (whose alternatives have no stable position), sorted.
+fn shape_and_closed_optional(
+    idempotency: &Idempotency,
+    types: &HashMap<&str, &TypeDef>,
+) -> (Json, Vec<String>) {
     let mut shaper = Shaper {
         types,
         stack: Vec::new(),
+        at: Vec::new(),
+        in_union: 0,
+        closed_optional: Vec::new(),
     };
     let mut out = Map::new();
     for (group, params) in [
@@ -245,6 +327,7 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
             .iter()
             .map(|p: &ParamIr| {
                 let required = p.required || matches!(p.ty, TypeRef::Vec(_));
+                shaper.at = vec![group.to_owned(), p.wire.clone(), "type".to_owned()];
                 let mut member = shaper.member(required, &p.ty);
                 if p.default.is_some() {
                     // Absent and the default now fingerprint alike: a new shape.
@@ -256,9 +339,13 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
         out.insert(group.into(), Json::Object(members));
     }
     if let Some(body) = &idempotency.input.body {
+        shaper.at = vec!["body".into(), "type".into()];
         let ty = match &body.kind {
             BodyKind::Json(ty) => shaper.shape(ty),
-            BodyKind::Form(ty) => serde_json::json!({ "form": shaper.shape(ty) }),
+            BodyKind::Form(ty) => {
+                shaper.at.push("form".into());
+                serde_json::json!({ "form": shaper.shape(ty) })
+            }
             BodyKind::Text => Json::from("text"),
             BodyKind::Bytes => Json::from("bytes (hex)"),
         };
@@ -267,7 +354,10 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
         entry.insert("type".into(), ty);
         out.insert("body".into(), Json::Object(entry));
     }
-    Json::Object(out)
+    let mut closed = shaper.closed_optional;
+    closed.sort();
+    closed.dedup();
+    (Json::Object(out), closed)
 }
 
 /// Adds the applied `default` to a member's shape (`{"required": false, "default": 20, …}`): an
@@ -283,6 +373,12 @@ fn record_default(member: &mut Json, value: Option<&Json>) {
 struct Shaper<'t> {
     types: &'t HashMap<&'t str, &'t TypeDef>,
     stack: Vec<&'t str>,
+    /// Where in the shape the value being expanded goes (JSON pointer segments).
+    at: Vec<String>,
+    /// How many unions the expansion is inside.
+    in_union: usize,
+    /// Optional members without a default of objects that refuse unknown properties.
+    closed_optional: Vec<String>,
 }
 
 impl<'t> Shaper<'t> {
@@ -291,6 +387,15 @@ impl<'t> Shaper<'t> {
         entry.insert("required".into(), Json::Bool(required));
         entry.insert("type".into(), self.shape(ty));
         Json::Object(entry)
+    }
+
+    /// The shape of `ty`, placed under `segments` of the current position.
+    fn shape_at(&mut self, segments: &[&str], ty: &TypeRef) -> Json {
+        let depth = self.at.len();
+        self.at.extend(segments.iter().map(|s| (*s).to_owned()));
+        let shape = self.shape(ty);
+        self.at.truncate(depth);
+        shape
     }
 
     fn shape(&mut self, ty: &TypeRef) -> Json {
@@ -310,9 +415,9 @@ impl<'t> Shaper<'t> {
             TypeRef::DateTime => scalar("date-time"),
             TypeRef::Date => scalar("date"),
             TypeRef::Json => scalar("any"),
-            TypeRef::Vec(item) => wrap("array", self.shape(item)),
-            TypeRef::Map(item) => wrap("map", self.shape(item)),
-            TypeRef::Option(inner) => wrap("nullable", self.shape(inner)),
+            TypeRef::Vec(item) => wrap("array", self.shape_at(&["array"], item)),
+            TypeRef::Map(item) => wrap("map", self.shape_at(&["map"], item)),
+            TypeRef::Option(inner) => wrap("nullable", self.shape_at(&["nullable"], inner)),
             TypeRef::Boxed(inner) => self.shape(inner),
             TypeRef::Named(name) => self.named(name),
         }
@@ -332,12 +437,29 @@ impl<'t> Shaper<'t> {
         }
         self.stack.push(key);
         let shape = match &def.kind {
-            TypeKind::Struct { fields, extra, .. } => {
+            TypeKind::Struct {
+                fields,
+                extra,
+                deny_unknown,
+                ..
+            } => {
                 let mut m = Map::new();
                 let members = fields
                     .iter()
                     .map(|f| {
+                        let wire = escape(&f.wire);
+                        if *deny_unknown && !f.required && f.default.is_none() && self.in_union == 0
+                        {
+                            let mut pointer: String =
+                                self.at.iter().map(|s| format!("/{}", escape(s))).collect();
+                            pointer.push_str(&format!("/object/{wire}"));
+                            self.closed_optional.push(pointer);
+                        }
+                        let depth = self.at.len();
+                        self.at
+                            .extend(["object".to_owned(), f.wire.clone(), "type".to_owned()]);
                         let mut member = self.member(f.required, &f.field_type());
+                        self.at.truncate(depth);
                         if f.default.is_some() {
                             record_default(&mut member, f.default_json.as_ref());
                         }
@@ -346,7 +468,7 @@ impl<'t> Shaper<'t> {
                     .collect();
                 m.insert("object".into(), Json::Object(members));
                 if let Some(extra) = extra {
-                    m.insert("additional".into(), self.shape(extra));
+                    m.insert("additional".into(), self.shape_at(&["additional"], extra));
                 }
                 Json::Object(m)
             }
@@ -359,10 +481,12 @@ impl<'t> Shaper<'t> {
             }
             TypeKind::Union { variants, .. } => {
                 // Serialised untagged: each alternative as itself, in no particular order.
+                self.in_union += 1;
                 let mut alternatives: Vec<String> = variants
                     .iter()
                     .map(|v| canonical(&self.shape(&v.ty)))
                     .collect();
+                self.in_union -= 1;
                 alternatives.sort();
                 alternatives.dedup();
                 let mut m = Map::new();

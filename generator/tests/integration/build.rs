@@ -159,11 +159,19 @@ fn lock_refuses_a_shape_change_without_a_version_bump() {
     );
     assert_eq!(shape_findings(&spec), Vec::<String>::new());
 
-    // A new body property of publishWidget (version 2, unbumped): refused by check and build.
+    // A new optional body property of publishWidget, whose body refuses unknown properties: no
+    // stored request can hold it, so no bump is needed (a compatible change).
     edit(
         &spec,
         "                channel:\n                  type: string",
         "                channel:\n                  type: string\n                priority:\n                  type: integer",
+    );
+    assert_eq!(shape_findings(&spec), Vec::<String>::new());
+    // Made required (version 2, unbumped): refused by check and build.
+    edit(
+        &spec,
+        "required: [channel]",
+        "required: [channel, priority]",
     );
     let findings = shape_findings(&spec);
     assert_eq!(findings.len(), 1, "{findings:?}");

@@ -615,3 +615,117 @@ components:
     };
     assert_eq!((dog_kind(&tagged), dog_kind(&shared)), (None, None));
 }
+
+/// An optional property added to an object with `additionalProperties: false` is a compatible
+/// change: no stored request can hold it (it was refused), and one without it fingerprints as
+/// before. Everything else still needs a version bump, and so does any change under a lock that
+/// did not record where such members may be added.
+#[test]
+fn an_optional_property_added_to_a_closed_object_needs_no_version_bump() {
+    let spec = |closed_extra: &str, open_extra: &str, item_extra: &str| {
+        format!(
+            r#"
+openapi: 3.1.0
+info: {{ title: Things, version: 1.0.0 }}
+paths:
+  /things:
+    post:
+      operationId: createThing
+      x-idempotent: true
+      parameters:
+        - {{ name: Idempotency-Key, in: header, required: true, schema: {{ type: string, maxLength: 255 }} }}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              required: [name]
+              properties:
+                name: {{ type: string }}
+                note: {{ type: string }}
+                {closed_extra}
+                meta:
+                  type: object
+                  properties:
+                    a: {{ type: string }}
+                    {open_extra}
+                items:
+                  type: array
+                  items:
+                    type: object
+                    additionalProperties: false
+                    properties:
+                      sku: {{ type: string }}
+                      {item_extra}
+      responses:
+        '201': {{ description: Created. }}
+"#
+        )
+    };
+    let locked = |text: &str| {
+        let lock = idemgen::lock::Lock::from_api(&api(text));
+        lock.operations["createThing"].clone()
+    };
+    let base = locked(&spec("", "", ""));
+    // The lock file keeps where members may be added.
+    let rendered = idemgen::lock::Lock::from_api(&api(&spec("", "", ""))).render();
+    assert!(rendered.contains("closed-optional = ["), "{rendered}");
+    let parsed = idemgen::lock::Lock::parse(&rendered).unwrap();
+    let recorded = &parsed.operations["createThing"];
+    assert_eq!(recorded.closed_optional, base.closed_optional);
+    let compatible = |text: &str| {
+        let now = locked(text);
+        assert_ne!(now.input_shape, recorded.input_shape, "the shape changed");
+        idemgen::lock::compatible_addition(&now, recorded)
+    };
+    // Compatible: optional, no default, in closed objects (the body, an array's items).
+    assert!(compatible(&spec("color: { type: string }", "", "")));
+    assert!(compatible(&spec("", "", "qty: { type: integer }")));
+    assert!(compatible(&spec(
+        "color: { type: string }",
+        "",
+        "qty: { type: integer }"
+    )));
+    // Not compatible: in an object that ignored unknown properties (an old request may have
+    // carried the property, unfingerprinted), required, with a default, or a rename.
+    assert!(!compatible(&spec("", "b: { type: string }", "")));
+    assert!(!compatible(
+        &spec("color: { type: string }", "", "")
+            .replace("required: [name]", "required: [name, color]")
+    ));
+    assert!(!compatible(&spec(
+        "color: { type: string, default: red }",
+        "",
+        ""
+    )));
+    assert!(!compatible(
+        &spec("", "", "").replace("note: { type: string }", "nick: { type: string }")
+    ));
+    assert!(!compatible(&spec(
+        "color: { type: string }",
+        "b: { type: string }",
+        ""
+    )));
+    // `check` with the lock beside the spec: the compatible change passes, the other does not.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openapi.yaml");
+    std::fs::write(dir.path().join("idemgen.lock"), &rendered).unwrap();
+    let shape_findings = |text: &str| {
+        std::fs::write(&path, text).unwrap();
+        let report = idemgen::check(&path, &idemgen::Config::default()).unwrap();
+        report
+            .findings
+            .iter()
+            .filter(|f| f.rule == idemgen::RuleId::FingerprintShapeChanged)
+            .count()
+    };
+    assert_eq!(shape_findings(&spec("color: { type: string }", "", "")), 0);
+    assert_eq!(shape_findings(&spec("", "b: { type: string }", "")), 1);
+    // A lock written before the members were recorded: every change needs a bump.
+    let mut old = recorded.clone();
+    old.closed_optional = None;
+    let now = locked(&spec("color: { type: string }", "", ""));
+    assert!(!idemgen::lock::compatible_addition(&now, &old));
+}

@@ -15,8 +15,8 @@ use idemgen_compile_tests::defaults_client;
 use idemgen_protocol::Fingerprint;
 use idemgen_runtime::codegen::{FieldPath, Idempotent, Operation, Validate};
 use idemgen_runtime::{
-    Authenticator, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal, Problem,
-    ProblemKind, Server, TxHandle,
+    Authenticator, Credentials, Executor, ExecutorConfig, HandlerResult, MemoryStore, Principal,
+    Problem, ProblemKind, Server, TxHandle,
 };
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -73,8 +73,9 @@ impl PaymentsApi for Payments {
 struct HeaderAuth;
 
 impl Authenticator for HeaderAuth {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Problem> {
-        headers
+    async fn authenticate(&self, request: &Credentials<'_>) -> Result<Principal, Problem> {
+        request
+            .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(Principal::new)
