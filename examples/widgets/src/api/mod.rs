@@ -116,6 +116,10 @@ pub mod types {
                 let value = &self.channel;
                 cg::check_min_length(path, value, 1)?;
                 cg::check_max_length(path, value, 50)?;
+                {
+                    static PATTERN: cg::Pattern = cg::Pattern::new("^[a-z][a-z0-9-]*$");
+                    cg::check_pattern(path, value, &PATTERN)?;
+                }
             }
             ::std::result::Result::Ok(())
         }

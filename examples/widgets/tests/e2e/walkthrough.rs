@@ -77,6 +77,25 @@ async fn readme_walkthrough() {
     )
     .await;
     assert_eq!(published.status, StatusCode::OK);
+    // The spec's pattern for a channel is enforced before anything is claimed.
+    let shouted = call(
+        &client,
+        base,
+        Method::POST,
+        &publish,
+        Some("tok1"),
+        Some("pub-2"),
+        Some(json!({"channel": "News!"})),
+    )
+    .await;
+    assert_eq!(shouted.status, StatusCode::BAD_REQUEST);
+    assert!(
+        shouted.body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("body.channel: must match the pattern"),
+        "{shouted:?}"
+    );
 
     // Delete, then retry the create and the publication: 410 for both (the delete tombstones
     // both operations' records about the widget).
