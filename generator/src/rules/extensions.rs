@@ -60,13 +60,17 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
                     Some(op),
                     format!("`{X_RETENTION}`: {why}"),
                 ),
-                Retention::Valid(_) if !op.is_idempotent() => sink.report(
+                Retention::Valid(_) if !op.is_idempotent() => sink.report_with_help(
                     RuleId::RetentionInvalid,
                     (file, key.span),
                     Some(op),
                     format!(
                         "`{X_RETENTION}` on {}, which is not idempotent: it keeps no records",
                         op.display_name()
+                    ),
+                    format!(
+                        "remove it (or mark the operation `x-idempotent: true` if it is a write):\n\n{}:\n  # no {X_RETENTION} here",
+                        op.method
                     ),
                 ),
                 Retention::Valid(_) | Retention::Absent => {}
@@ -81,19 +85,43 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
                     op.display_name()
                 ),
                 format!(
-                    "put it on the header parameter whose value is part of the request:\n\nparameters:\n  - name: X-Account-Id\n    in: header\n    {X_FINGERPRINT}: true"
+                    "move it onto the header parameter whose value is part of the request:\n\nparameters:\n  - name: {}\n    in: header\n    {X_FINGERPRINT}: true",
+                    op.node
+                        .node
+                        .get("parameters")
+                        .and_then(Node::as_seq)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|p| p.get("in").and_then(Node::as_str) == Some("header"))
+                        .filter_map(|p| p.get("name").and_then(Node::as_str))
+                        .find(|n| !n.eq_ignore_ascii_case(&sink.config().header))
+                        .unwrap_or("X-Account-Id")
                 ),
             );
         } else if key.text.starts_with(PREFIX) {
-            let hint = suggestion(&key.text)
+            let suggested = suggestion(&key.text);
+            let hint = suggested
                 .map(|s| format!("; did you mean `{s}`?"))
                 .unwrap_or_default();
-            sink.report(
-                RuleId::UnknownIdempotencyExtension,
-                (file, key.span),
-                Some(op),
-                format!("unknown extension `{}`{hint}", key.text),
-            );
+            let message = format!("unknown extension `{}`{hint}", key.text);
+            match suggested {
+                Some(known) => sink.report_with_help(
+                    RuleId::UnknownIdempotencyExtension,
+                    (file, key.span),
+                    Some(op),
+                    message,
+                    format!(
+                        "replace it with the extension it most likely means:\n\n{known}: {}",
+                        yaml_scalar(value)
+                    ),
+                ),
+                None => sink.report(
+                    RuleId::UnknownIdempotencyExtension,
+                    (file, key.span),
+                    Some(op),
+                    message,
+                ),
+            }
         }
     }
 }
@@ -163,17 +191,72 @@ pub(super) fn check_misplaced(spec: &LoadedSpec, sink: &mut Sink<'_>) {
         let Some(map) = owner.node.as_map() else {
             continue;
         };
-        for (key, _) in map.entries().iter().filter(|(k, _)| is_ours(&k.text)) {
-            sink.report(
-                RuleId::IdempotencyExtensionMisplaced,
-                (owner.file, key.span),
-                None,
-                format!(
-                    "`{}` on {what} has no effect: idemgen reads it on operations only",
-                    key.text
-                ),
+        for (key, value) in map.entries().iter().filter(|(k, _)| is_ours(&k.text)) {
+            let message = format!(
+                "`{}` on {what} has no effect: idemgen reads it on operations only",
+                key.text
             );
+            // Onto the first operation it can belong to: the path item's own, else the spec's.
+            let target = match what.strip_prefix("the path item `") {
+                Some(path) => {
+                    let path = path.trim_end_matches('`');
+                    owner
+                        .node
+                        .as_map()
+                        .and_then(|m| {
+                            m.entries()
+                                .iter()
+                                .find(|(k, _)| crate::spec::METHODS.contains(&k.text.as_str()))
+                        })
+                        .map(|(m, _)| (path.to_owned(), m.text.clone()))
+                }
+                None => crate::spec::operations(spec)
+                    .first()
+                    .map(|o| (o.path.to_owned(), o.method.to_owned())),
+            };
+            match target {
+                Some((path, method)) => sink.report_with_help(
+                    RuleId::IdempotencyExtensionMisplaced,
+                    (owner.file, key.span),
+                    None,
+                    message,
+                    format!(
+                        "move it onto the operation itself:\n\npaths:\n  {path}:\n    {method}:\n      {}: {}",
+                        key.text,
+                        yaml_scalar(value)
+                    ),
+                ),
+                None => sink.report(
+                    RuleId::IdempotencyExtensionMisplaced,
+                    (owner.file, key.span),
+                    None,
+                    message,
+                ),
+            }
         }
+    }
+}
+
+/// A scalar as YAML writes it in a snippet (`true`, `1`, `"30d"`); anything else as flow JSON.
+fn yaml_scalar(node: &Node) -> String {
+    match &node.value {
+        Value::Str(s) => serde_json::to_string(s).unwrap_or_default(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "null".into(),
+        Value::Seq(items) => format!(
+            "[{}]",
+            items.iter().map(yaml_scalar).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Map(map) => format!(
+            "{{{}}}",
+            map.entries()
+                .iter()
+                .map(|(k, v)| format!("{}: {}", k.text, yaml_scalar(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

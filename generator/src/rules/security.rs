@@ -41,12 +41,15 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
         for requirement in &alternative.requirements {
             let name = &requirement.name.text;
             match requirement.scheme {
-                None => sink.report(
+                None => sink.report_with_help(
                     RuleId::SecuritySchemeUnknown,
                     (alternative.node.file, requirement.name.span),
                     Some(op),
                     format!(
                         "`{name}` is not a scheme of `components.securitySchemes`: the server cannot enforce it"
+                    ),
+                    format!(
+                        "declare `{name}`, with the type its credentials have (apiKey, http, oauth2, openIdConnect or mutualTLS):\n\ncomponents:\n  securitySchemes:\n    {name}:\n      type: http\n      scheme: bearer"
                     ),
                 ),
                 Some(scheme) => {

@@ -34,6 +34,8 @@ mod rules;
 mod sarif;
 /// Snapshots of the human and JSON output.
 mod snapshots;
+/// Every help snippet, pasted where its finding points, fixes it.
+mod snippets;
 /// Types from schemas: one per structure, no looser than the schema, stable names.
 mod types;
 
