@@ -22,6 +22,12 @@ pub struct Principal {
     /// requirement) the credentials carry: the pipeline answers 403 when an operation's
     /// `security` requires one that is missing.
     pub scopes: Vec<String>,
+    /// The schemes (their names in `components.securitySchemes`) whose credentials the
+    /// authenticator verified. An alternative that requires several schemes, or `mutualTLS`
+    /// (which no HTTP header proves), is met only by schemes listed here; when the list is
+    /// empty, an alternative of one scheme is met by its credential being present (the
+    /// authenticator accepted the request).
+    pub verified: Vec<String>,
 }
 
 impl Principal {
@@ -31,6 +37,7 @@ impl Principal {
             owner: owner.into(),
             roles: Vec::new(),
             scopes: Vec::new(),
+            verified: Vec::new(),
         }
     }
 
@@ -63,6 +70,12 @@ impl Principal {
         scopes: impl IntoIterator<Item = S>,
     ) -> Principal {
         self.scopes.extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// The same principal, the credentials of `scheme` verified (see [`Principal::verified`]).
+    pub fn with_verified(mut self, scheme: impl Into<String>) -> Principal {
+        self.verified.push(scheme.into());
         self
     }
 
@@ -130,18 +143,31 @@ pub struct Requirement {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Security {
     alternatives: Option<&'static [&'static [Requirement]]>,
+    unreadable: bool,
 }
 
 impl Security {
     /// Neither the operation nor the document declares `security`: the authenticator decides
     /// alone, as it does for every request.
-    pub const UNDECLARED: Security = Security { alternatives: None };
+    pub const UNDECLARED: Security = Security {
+        alternatives: None,
+        unreadable: false,
+    };
+
+    /// The spec declares security for the operation, but none of it can be read (`check`
+    /// reports it; a build that was told to ignore that gets this): every request is refused,
+    /// never served with less than the spec says.
+    pub const UNREADABLE: Security = Security {
+        alternatives: Some(&[]),
+        unreadable: true,
+    };
 
     /// The spec's `security` for an operation. `&[]` (`security: []`) and an empty alternative
     /// admit anonymous callers.
     pub const fn declared(alternatives: &'static [&'static [Requirement]]) -> Security {
         Security {
             alternatives: Some(alternatives),
+            unreadable: false,
         }
     }
 
@@ -157,8 +183,10 @@ impl Security {
 
     /// Whether a request without credentials may be served (as [`Principal::anonymous`]).
     pub fn admits_anonymous(&self) -> bool {
-        self.alternatives
-            .is_some_and(|a| a.is_empty() || a.iter().any(|r| r.is_empty()))
+        !self.unreadable
+            && self
+                .alternatives
+                .is_some_and(|a| a.is_empty() || a.iter().any(|r| r.is_empty()))
     }
 
     /// The schemes the operation names, each once, in the order written.
@@ -175,19 +203,37 @@ impl Security {
     }
 
     /// Whether `principal`, authenticated from `credentials`, meets one alternative: every
-    /// scheme's credential presented and every scope held. `Err` is the answer: 401 when no
-    /// alternative's credentials are all presented, else 403 naming the missing scopes.
+    /// scheme's credential presented (and verified, where [`Principal::verified`] says so) and
+    /// every scope held. `Err` is the answer: 401 when no alternative's credentials are all
+    /// there, else 403 naming the missing scopes.
     pub fn check(
         &self,
         credentials: &Credentials<'_>,
         principal: &Principal,
     ) -> Result<(), Problem> {
+        if self.unreadable {
+            return Err(Problem::new(ProblemKind::Unauthenticated)
+                .with_detail("this operation's security cannot be read from its spec"));
+        }
         let Some(alternatives) = self.alternatives else {
             return Ok(());
         };
+        let met = |alternative: &[Requirement]| {
+            alternative.iter().all(|r| {
+                let verified = principal.verified.iter().any(|v| v == r.scheme.name);
+                match r.scheme.kind {
+                    // No header proves a client certificate: only the authenticator can.
+                    SchemeKind::MutualTls => verified,
+                    _ if !principal.verified.is_empty() || alternative.len() > 1 => {
+                        verified && credentials.carries(r.scheme)
+                    }
+                    _ => credentials.carries(r.scheme),
+                }
+            })
+        };
         let mut missing_scopes: Option<Vec<&str>> = None;
         for alternative in alternatives {
-            if !alternative.iter().all(|r| credentials.carries(r.scheme)) {
+            if !met(alternative) {
                 continue;
             }
             let missing: Vec<&str> = alternative
@@ -231,6 +277,16 @@ impl Security {
     }
 }
 
+/// The one non-empty value of a credential: `None` when it is absent, empty, not text, or sent
+/// more than once (which copy a proxy in front checked is not the service's to guess).
+fn only<'a>(mut values: impl Iterator<Item = Option<Cow<'a, str>>>) -> Option<Cow<'a, str>> {
+    let first = values.next()??;
+    if values.next().is_some() || first.trim().is_empty() {
+        return None;
+    }
+    Some(first)
+}
+
 fn quoted(items: &[&str]) -> String {
     items
         .iter()
@@ -271,47 +327,52 @@ impl<'a> Credentials<'a> {
     /// The credential the request carries for `scheme`: an `apiKey`'s header, query parameter
     /// (percent-decoded) or cookie value; for `http`, `oauth2` and `openIdConnect`, what follows
     /// the scheme (`Bearer`, `Basic`, compared case-insensitively) in `Authorization`. `None`
-    /// when absent, and always for `mutualTLS` (see [`Credentials::carries`]).
+    /// when absent, empty or sent more than once, and always for `mutualTLS` (see
+    /// [`Credentials::carries`]).
     pub fn credential(&self, scheme: &Scheme) -> Option<Cow<'a, str>> {
         match scheme.kind {
             SchemeKind::ApiKey {
                 name,
                 location: ApiKeyIn::Header,
-            } => self
-                .headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(Cow::Borrowed),
+            } => only(
+                self.headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| v.to_str().ok().map(Cow::Borrowed)),
+            ),
             SchemeKind::ApiKey {
                 name,
                 location: ApiKeyIn::Query,
-            } => serde_urlencoded::from_str::<Vec<(String, String)>>(self.query?)
-                .ok()?
-                .into_iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| Cow::Owned(v)),
+            } => only(
+                serde_urlencoded::from_str::<Vec<(String, String)>>(self.query?)
+                    .ok()?
+                    .into_iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, v)| Some(Cow::Owned(v))),
+            ),
             SchemeKind::ApiKey {
                 name,
                 location: ApiKeyIn::Cookie,
-            } => self
-                .headers
-                .get_all(http::header::COOKIE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(';'))
-                .filter_map(|pair| pair.trim().split_once('='))
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| Cow::Borrowed(v.trim_matches('"'))),
+            } => only(
+                self.headers
+                    .get_all(http::header::COOKIE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .flat_map(|v| v.split(';'))
+                    .filter_map(|pair| pair.trim().split_once('='))
+                    .filter(|(n, _)| *n == name)
+                    .map(|(_, v)| Some(Cow::Borrowed(v.trim_matches('"')))),
+            ),
             SchemeKind::Http { scheme } => self.authorization(scheme),
             SchemeKind::OAuth2 | SchemeKind::OpenIdConnect => self.authorization("bearer"),
             SchemeKind::MutualTls => None,
         }
     }
 
-    /// Whether the request carries `scheme`'s credential (`mutualTLS` always does: the TLS
-    /// terminator admitted it).
+    /// Whether the request carries `scheme`'s credential (never `mutualTLS`: no header proves a
+    /// client certificate, so only the authenticator can, through [`Principal::verified`]).
     pub fn carries(&self, scheme: &Scheme) -> bool {
-        scheme.kind == SchemeKind::MutualTls || self.credential(scheme).is_some()
+        self.credential(scheme).is_some()
     }
 
     /// The operation's schemes whose credentials the request carries, in the order written.
@@ -452,10 +513,24 @@ mod tests {
         let lacking = security.check(&c, &Principal::new("a")).unwrap_err();
         assert_eq!(lacking.kind(), ProblemKind::Forbidden);
         assert!(lacking.detail().unwrap().contains("`payments:write`"));
-        // Both credentials of the second alternative: no scope needed.
+        // Both credentials of the second alternative, both verified: no scope needed. Merely
+        // present, they do not meet it (the authenticator may have checked only one).
         let both = headers(&[("authorization", "Bearer t"), ("x-api-key", "k")]);
         let c = Credentials::new(&both, None, &security);
-        assert!(security.check(&c, &Principal::new("a")).is_ok());
+        let verified = Principal::new("a")
+            .with_verified("apiKey")
+            .with_verified("bearer");
+        assert!(security.check(&c, &verified).is_ok());
+        let unverified = security.check(&c, &Principal::new("a")).unwrap_err();
+        assert_eq!(
+            unverified.kind(),
+            ProblemKind::Forbidden,
+            "oauth is met, bar its scope"
+        );
+        let one = security
+            .check(&c, &Principal::new("a").with_verified("apiKey"))
+            .unwrap_err();
+        assert_eq!(one.kind(), ProblemKind::Unauthenticated);
         // An API key alone satisfies neither alternative: 401 naming what to send.
         let key = headers(&[("x-api-key", "k")]);
         let c = Credentials::new(&key, None, &security);
@@ -467,6 +542,63 @@ mod tests {
         );
         // Undeclared: the authenticator alone decides.
         assert!(Security::UNDECLARED.check(&c, &Principal::new("a")).is_ok());
+    }
+
+    #[test]
+    fn client_certificates_empty_and_repeated_credentials_prove_nothing() {
+        const MTLS: Scheme = Scheme {
+            name: "mtls",
+            kind: SchemeKind::MutualTls,
+        };
+        const CERT_OR_SCOPED: [&[Requirement]; 2] = [
+            &[Requirement {
+                scheme: &MTLS,
+                scopes: &[],
+            }],
+            &[Requirement {
+                scheme: &OAUTH,
+                scopes: &["payments:write"],
+            }],
+        ];
+        const SECURITY: Security = Security::declared(&CERT_OR_SCOPED);
+        let bearer = headers(&[("authorization", "Bearer t")]);
+        let c = Credentials::new(&bearer, None, &SECURITY);
+        // A token without the scope does not pass through the certificate alternative.
+        let refused = SECURITY.check(&c, &Principal::new("a")).unwrap_err();
+        assert_eq!(refused.kind(), ProblemKind::Forbidden);
+        assert!(
+            SECURITY
+                .check(&c, &Principal::new("a").with_verified("mtls"))
+                .is_ok()
+        );
+        assert!(!c.carries(&MTLS));
+        let security = Security::UNDECLARED;
+        for (name, value) in [("x-api-key", ""), ("cookie", "sid=")] {
+            let h = headers(&[(name, value)]);
+            let c = Credentials::new(&h, Some("api_key="), &security);
+            assert_eq!(c.credential(&HEADER_KEY), None, "{name}");
+            assert_eq!(c.credential(&COOKIE_KEY), None, "{name}");
+            assert_eq!(c.credential(&QUERY_KEY), None, "{name}");
+        }
+        let twice = headers(&[
+            ("x-api-key", "k1"),
+            ("x-api-key", "k2"),
+            ("cookie", "sid=a; sid=b"),
+        ]);
+        let c = Credentials::new(&twice, Some("api_key=a&api_key=b"), &security);
+        assert_eq!(c.credential(&HEADER_KEY), None);
+        assert_eq!(c.credential(&COOKIE_KEY), None);
+        assert_eq!(c.credential(&QUERY_KEY), None);
+        // Unreadable security refuses everyone, anonymous callers included.
+        assert!(!Security::UNREADABLE.admits_anonymous());
+        let c = Credentials::new(&bearer, None, &Security::UNREADABLE);
+        assert_eq!(
+            Security::UNREADABLE
+                .check(&c, &Principal::new("a").with_verified("bearer"))
+                .unwrap_err()
+                .kind(),
+            ProblemKind::Unauthenticated
+        );
     }
 
     #[test]

@@ -397,10 +397,16 @@ where
             EarlierFormats::new(input),
         ),
         Err(e) => {
+            // What the request itself holds: a number that is not finite (a form's `amount=NaN`
+            // or `inf`), nesting past the bound. A request, not a server fault: 400, before any
+            // claim.
             return reject(
                 Op::ID,
                 Some(&owner),
-                Problem::new(ProblemKind::Internal).with_internal(e.to_string()),
+                bad_request(
+                    "the request holds a value that cannot be fingerprinted (a number that is not finite, or nesting deeper than 200)",
+                )
+                .with_internal(e.to_string()),
             );
         }
     };

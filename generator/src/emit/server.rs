@@ -51,8 +51,12 @@ fn tombstones_items(op: &OperationIr) -> Option<TokenStream> {
 
 /// `const SECURITY`, when the spec declares security for the operation.
 fn security_const(op: &OperationIr) -> Option<TokenStream> {
-    let SecurityIr::Declared(alternatives) = &op.security else {
-        return None;
+    let alternatives = match &op.security {
+        SecurityIr::Undeclared => return None,
+        SecurityIr::Unreadable => {
+            return Some(quote! { const SECURITY: cg::Security = cg::Security::UNREADABLE; });
+        }
+        SecurityIr::Declared(alternatives) => alternatives,
     };
     let alternatives = alternatives.iter().map(|alternative| {
         let requirements = alternative.iter().map(|r| {

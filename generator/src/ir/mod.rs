@@ -85,6 +85,9 @@ pub enum SecurityIr {
     /// Alternatives (any one suffices), each a set of requirements (all must hold). Empty, or
     /// with an empty alternative: anonymous callers are admitted.
     Declared(Vec<Vec<RequirementIr>>),
+    /// Declared, but nothing of it can be read (`check` errors, unless turned off): every
+    /// request is refused rather than served with less than the spec says.
+    Unreadable,
 }
 
 /// One scheme as an operation requires it.
@@ -106,7 +109,11 @@ impl SecurityIr {
         let Some(security) = spec::security::of(spec, op) else {
             return SecurityIr::Undeclared;
         };
-        let alternatives = security
+        if security.site.node.as_seq().is_none() {
+            return SecurityIr::Unreadable;
+        }
+        let written = security.alternatives.len();
+        let alternatives: Vec<Vec<RequirementIr>> = security
             .alternatives
             .iter()
             .filter(|a| a.node.node.as_map().is_some())
@@ -123,6 +130,10 @@ impl SecurityIr {
                     .collect::<Option<Vec<_>>>()
             })
             .collect();
+        if written > 0 && alternatives.is_empty() {
+            // `security: []` is public; a list whose every entry was dropped is not.
+            return SecurityIr::Unreadable;
+        }
         SecurityIr::Declared(alternatives)
     }
 }

@@ -493,3 +493,36 @@ fn only_flat_forms_are_typed_the_rest_is_said_to_be_bytes() {
         );
     }
 }
+
+#[test]
+fn security_that_cannot_be_read_is_generated_as_refusing_everyone() {
+    use idemgen::ir::SecurityIr;
+    let op = |security: &str| {
+        let mut fs = idemgen::loader::MemoryFs::new();
+        fs.insert(
+            "spec.yaml",
+            format!(
+                "openapi: 3.1.0\ninfo: {{title: T, version: '1'}}\n{security}\npaths:\n  /a:\n    get:\n      operationId: a\n      responses:\n        '200': {{description: ok}}\ncomponents:\n  securitySchemes:\n    bearer: {{type: http, scheme: bearer}}\n    odd: {{type: apiKey, in: body, name: k}}\n"
+            ),
+        );
+        let spec = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+        idemgen::ir::Api::from_spec(&spec, "Idempotency-Key").operations[0]
+            .security
+            .clone()
+    };
+    // Every alternative unreadable (an unknown scheme, a scheme `check` refuses), or not a list:
+    // never public, even when the rules that report it are turned off.
+    for security in [
+        "security: [{gateway: []}]",
+        "security: [{odd: []}]",
+        "security: {bearer: []}",
+    ] {
+        assert_eq!(op(security), SecurityIr::Unreadable, "{security}");
+    }
+    // One readable alternative is kept; `security: []` stays public.
+    assert!(
+        matches!(op("security: [{gateway: []}, {bearer: []}]"), SecurityIr::Declared(a) if a.len() == 1)
+    );
+    assert_eq!(op("security: []"), SecurityIr::Declared(vec![]));
+    assert_eq!(op(""), SecurityIr::Undeclared);
+}

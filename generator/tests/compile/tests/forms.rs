@@ -130,6 +130,9 @@ async fn bad_fields_and_other_media_types_are_refused_before_any_claim() {
             "invalid form body",
         ),
         (FORM, "amount=5&currency=E%00R", 400, "NUL"),
+        // A number a form can spell but no fingerprint can hold: 400, not a 500.
+        (FORM, "amount=5&currency=EUR&tip=NaN", 400, "not finite"),
+        (FORM, "amount=5&currency=EUR&tip=inf", 400, "not finite"),
         (FORM, "amount=5", 400, "currency"),
         (
             "application/json",
@@ -169,6 +172,7 @@ async fn the_generated_client_sends_a_form_the_generated_server_reads() {
         currency: "USD".into(),
         capture: Some(false),
         description: None,
+        tip: Some(1.5),
     };
     let options = forms_client::CallOptions::with_key("client-key-1");
     let first = client.create_payment(&body, &options).await.unwrap();

@@ -22,6 +22,9 @@ pub mod types {
         /// The `description` property.
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub description: ::std::option::Option<::std::string::String>,
+        /// The `tip` property.
+        #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
+        pub tip: ::std::option::Option<f64>,
     }
     /// The `Payment` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
