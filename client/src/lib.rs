@@ -163,17 +163,23 @@ impl Client {
                 Ok(response) => {
                     let status = response.status();
                     let headers = response.headers().clone();
-                    let body = response.bytes().await.map_err(|error| Failure {
+                    let failed = |error| Failure {
                         error,
                         attempts: attempt,
                         may_have_executed: repeatable != Repeatable::Safe,
                         key: key.clone(),
-                    })?;
+                    };
                     // A 409 is retried only when it is the protocol's in-flight answer, told
-                    // apart from a handler's business conflict by its problem type.
-                    let problem_type = (status == StatusCode::CONFLICT)
-                        .then(|| problem_type(&headers, &body))
-                        .flatten();
+                    // apart from a handler's business conflict by its problem type, so its body
+                    // is read first. Any other answer is judged by its status alone, and one
+                    // that is retried is dropped unread (a body that breaks off cannot end the
+                    // call).
+                    let (body, response) = if status == StatusCode::CONFLICT {
+                        (Some(response.bytes().await.map_err(failed)?), None)
+                    } else {
+                        (None, Some(response))
+                    };
+                    let problem_type = body.as_ref().and_then(|b| problem_type(&headers, b));
                     if may_repeat
                         && client_retries(
                             status.as_u16(),
@@ -185,10 +191,16 @@ impl Client {
                         let wait = retry_after(&headers, policy)
                             .unwrap_or_else(|| policy.backoff(attempt));
                         if within_budget(wait) {
+                            drop(response);
                             tokio::time::sleep(wait).await;
                             continue;
                         }
                     }
+                    let body = match (body, response) {
+                        (Some(body), _) => body,
+                        (None, Some(response)) => response.bytes().await.map_err(failed)?,
+                        (None, None) => unreachable!("the answer or its body is kept"),
+                    };
                     let replayed = headers
                         .get(idemgen_protocol::headers::IDEMPOTENT_REPLAYED)
                         .is_some_and(|v| v == "true");

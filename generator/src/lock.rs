@@ -24,10 +24,12 @@
 //! marker.
 //!
 //! One change of shape is compatible and needs no bump: optional members (without a default)
-//! added to objects that refuse unknown properties. The lock records the JSON pointers of such
-//! members (`closed-optional`); a new shape that is the recorded one plus members at new such
-//! pointers, and nothing else, passes ([`compatible_addition`]). A lock without the list (written
-//! before it existed) treats every change as incompatible.
+//! added to objects that already refused unknown properties. The lock records the JSON pointers
+//! of such members (`closed-optional`) and of the closed objects (`closed-objects`); a new shape
+//! that is the recorded one plus members at new pointers under recorded closed objects, and
+//! nothing else, passes ([`compatible_addition`]). Objects of a type that appears in a union are
+//! never recorded. A lock without the lists (written before they existed) treats every change as
+//! incompatible.
 //!
 //! Format 1 hashed the spec's schema nodes instead; a format 1 lock is still read for its
 //! fingerprint versions (which may never go down), and `build` rewrites it in format 2.
@@ -90,6 +92,11 @@ pub struct LockedOperation {
     /// written before it was recorded: every shape change then needs a version bump.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_optional: Option<Vec<String>>,
+    /// The objects of the shape that refuse unknown properties, as JSON pointers: a member may
+    /// be added compatibly only to an object that was already closed (an open one may have let
+    /// stored requests carry it, ignored and unfingerprinted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_objects: Option<Vec<String>>,
     /// The canonical shape itself, for the comparison (never written).
     #[serde(skip)]
     pub shape: Option<Json>,
@@ -105,13 +112,15 @@ impl Lock {
             .iter()
             .filter_map(|op| Some((op, op.idempotency.as_ref()?)))
             .map(|(op, idempotency)| {
-                let (shape, closed_optional) = shape_and_closed_optional(idempotency, &types);
+                let (shape, closed_optional, closed_objects) =
+                    shape_and_closed_optional(idempotency, &types);
                 (
                     op.id.clone(),
                     LockedOperation {
                         fingerprint_version: idempotency.fingerprint_version,
                         input_shape: digest(&shape),
                         closed_optional: Some(closed_optional),
+                        closed_objects: Some(closed_objects),
                         shape: Some(shape),
                     },
                 )
@@ -161,6 +170,13 @@ impl Lock {
                     .map(|m| serde_json::to_string(m).unwrap_or_default())
                     .collect();
                 out.push_str(&format!("closed-optional = [{}]\n", quoted.join(", ")));
+            }
+            if let Some(objects) = &op.closed_objects {
+                let quoted: Vec<String> = objects
+                    .iter()
+                    .map(|m| serde_json::to_string(m).unwrap_or_default())
+                    .collect();
+                out.push_str(&format!("closed-objects = [{}]\n", quoted.join(", ")));
             }
         }
         out
@@ -263,9 +279,12 @@ fn digest(shape: &Json) -> String {
 /// bump is needed. Any other change (a required member, a default, a member of an object that
 /// ignored unknown properties, whose old requests may have carried it unfingerprinted) is not.
 pub fn compatible_addition(now: &LockedOperation, then: &LockedOperation) -> bool {
-    let (Some(shape), Some(now_members), Some(then_members)) =
-        (&now.shape, &now.closed_optional, &then.closed_optional)
-    else {
+    let (Some(shape), Some(now_members), Some(then_members), Some(then_closed)) = (
+        &now.shape,
+        &now.closed_optional,
+        &then.closed_optional,
+        &then.closed_objects,
+    ) else {
         return false;
     };
     let mut reduced = shape.clone();
@@ -274,6 +293,9 @@ pub fn compatible_addition(now: &LockedOperation, then: &LockedOperation) -> boo
         let Some((parent, key)) = pointer.rsplit_once('/') else {
             return false;
         };
+        if !then_closed.iter().any(|c| c == parent) {
+            return false;
+        }
         let removed = reduced
             .pointer_mut(parent)
             .and_then(Json::as_object_mut)
@@ -301,18 +323,29 @@ pub fn input_shape(idempotency: &Idempotency, types: &HashMap<&str, &TypeDef>) -
     shape_and_closed_optional(idempotency, types).0
 }
 
-/// The shape, and the pointers of its optional members (without a default) in objects that refuse
-/// unknown properties, outside unions (whose alternatives have no stable position), sorted.
+/// A closed object met while shaping: its pointer, its type, its optional members' pointers.
+struct Closed {
+    object: String,
+    type_name: String,
+    optional: Vec<String>,
+}
+
+/// The shape, the pointers of its optional members (without a default) in objects that refuse
+/// unknown properties, and the pointers of those objects, both sorted. Objects inside unions
+/// (whose alternatives have no stable position) are left out, and so is every object of a type
+/// that appears in a union anywhere, even as a recursion marker: adding a member to it may move
+/// a stored value from one alternative to another.
 fn shape_and_closed_optional(
     idempotency: &Idempotency,
     types: &HashMap<&str, &TypeDef>,
-) -> (Json, Vec<String>) {
+) -> (Json, Vec<String>, Vec<String>) {
     let mut shaper = Shaper {
         types,
         stack: Vec::new(),
         at: Vec::new(),
         in_union: 0,
-        closed_optional: Vec::new(),
+        closed: Vec::new(),
+        union_types: std::collections::HashSet::new(),
     };
     let mut out = Map::new();
     for (group, params) in [
@@ -354,10 +387,20 @@ fn shape_and_closed_optional(
         entry.insert("type".into(), ty);
         out.insert("body".into(), Json::Object(entry));
     }
-    let mut closed = shaper.closed_optional;
-    closed.sort();
-    closed.dedup();
-    (Json::Object(out), closed)
+    let kept = shaper
+        .closed
+        .into_iter()
+        .filter(|c| !shaper.union_types.contains(&c.type_name));
+    let (mut optional, mut objects) = (Vec::new(), Vec::new());
+    for closed in kept {
+        optional.extend(closed.optional);
+        objects.push(closed.object);
+    }
+    optional.sort();
+    optional.dedup();
+    objects.sort();
+    objects.dedup();
+    (Json::Object(out), optional, objects)
 }
 
 /// Adds the applied `default` to a member's shape (`{"required": false, "default": 20, …}`): an
@@ -377,8 +420,10 @@ struct Shaper<'t> {
     at: Vec<String>,
     /// How many unions the expansion is inside.
     in_union: usize,
-    /// Optional members without a default of objects that refuse unknown properties.
-    closed_optional: Vec<String>,
+    /// Objects that refuse unknown properties, outside unions.
+    closed: Vec<Closed>,
+    /// Types met inside a union, expanded or as a recursion marker.
+    union_types: std::collections::HashSet<String>,
 }
 
 impl<'t> Shaper<'t> {
@@ -427,6 +472,9 @@ impl<'t> Shaper<'t> {
         let Some((&key, def)) = self.types.get_key_value(name) else {
             return Json::from("any");
         };
+        if self.in_union > 0 {
+            self.union_types.insert(name.to_owned());
+        }
         if let Some(depth) = self.stack.iter().rposition(|n| *n == name) {
             let mut m = Map::new();
             m.insert("recursive".into(), Json::from(self.stack.len() - depth));
@@ -444,16 +492,20 @@ impl<'t> Shaper<'t> {
                 ..
             } => {
                 let mut m = Map::new();
+                let object: String = self
+                    .at
+                    .iter()
+                    .map(|s| format!("/{}", escape(s)))
+                    .chain(["/object".to_owned()])
+                    .collect();
+                let mut optional = Vec::new();
                 let members = fields
                     .iter()
                     .map(|f| {
                         let wire = escape(&f.wire);
                         if *deny_unknown && !f.required && f.default.is_none() && self.in_union == 0
                         {
-                            let mut pointer: String =
-                                self.at.iter().map(|s| format!("/{}", escape(s))).collect();
-                            pointer.push_str(&format!("/object/{wire}"));
-                            self.closed_optional.push(pointer);
+                            optional.push(format!("{object}/{wire}"));
                         }
                         let depth = self.at.len();
                         self.at
@@ -467,6 +519,13 @@ impl<'t> Shaper<'t> {
                     })
                     .collect();
                 m.insert("object".into(), Json::Object(members));
+                if *deny_unknown && self.in_union == 0 {
+                    self.closed.push(Closed {
+                        object,
+                        type_name: name.to_owned(),
+                        optional,
+                    });
+                }
                 if let Some(extra) = extra {
                     m.insert("additional".into(), self.shape_at(&["additional"], extra));
                 }

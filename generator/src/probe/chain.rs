@@ -66,6 +66,9 @@ struct Link {
 
 /// What the probe knows about every operation's preconditions.
 pub(super) struct Planner<'a> {
+    /// How many more resolutions the search may make for one plan (links can form dense
+    /// graphs, and every simple path through one is exponentially many).
+    budget: std::cell::Cell<usize>,
     api: &'a Api,
     links: Vec<Link>,
     fixed: &'a dyn Fn(usize, &str) -> Option<String>,
@@ -74,6 +77,9 @@ pub(super) struct Planner<'a> {
 
 /// The deepest chain the planner follows.
 const MAX_DEPTH: usize = 6;
+
+/// The most resolutions one plan may take.
+const MAX_RESOLUTIONS: usize = 500;
 
 impl<'a> Planner<'a> {
     /// A planner over `spec`'s links. `fixed(op, name)`: a given value of path parameter `name`
@@ -85,6 +91,7 @@ impl<'a> Planner<'a> {
         setups: &'a dyn Fn(usize) -> Option<Vec<String>>,
     ) -> Planner<'a> {
         Planner {
+            budget: std::cell::Cell::new(MAX_RESOLUTIONS),
             api,
             links: links(spec, api),
             fixed,
@@ -94,6 +101,7 @@ impl<'a> Planner<'a> {
 
     /// The plan for operation `op`, or why none exists.
     pub fn plan(&self, op: usize) -> Result<Plan, String> {
+        self.budget.set(MAX_RESOLUTIONS);
         if let Some(setup) = (self.setups)(op) {
             return self.configured(op, &setup);
         }
@@ -128,11 +136,12 @@ impl<'a> Planner<'a> {
                 params,
             });
         }
-        if visiting.len() > MAX_DEPTH {
+        if visiting.len() > MAX_DEPTH || self.budget.get() == 0 {
             return Err(
                 "the chain of operations that provide its path parameters is too deep".into(),
             );
         }
+        self.budget.set(self.budget.get() - 1);
         // Links that provide every missing parameter; the longest chain wins.
         let mut best: Option<Plan> = None;
         let mut why = None;
@@ -174,9 +183,14 @@ impl<'a> Planner<'a> {
         if let Some(best) = best {
             return Ok(best);
         }
-        // The same-prefix create.
-        let first = missing[0];
+        // The same-prefix create, before the last missing parameter's segment
+        // (`/accounts/{a}/payments` for `/accounts/{a}/payments/{p}/capture`).
         let template = &self.api.operations[op].path;
+        let first = missing
+            .iter()
+            .max_by_key(|m| template.find(&format!("{{{m}}}")).unwrap_or(0))
+            .copied()
+            .unwrap_or(missing[0]);
         let prefix = template
             .split(&format!("/{{{first}}}"))
             .next()
@@ -375,7 +389,31 @@ fn created(name: &str, exchange: &Exchange) -> Option<String> {
         .trim_end_matches('/')
         .rsplit('/')
         .next()
-        .map(str::to_owned)
+        .map(percent_decoded)
+}
+
+/// A URL component as the value it encodes (`%3A` is `:`), so that filling it into a path
+/// does not encode it twice.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn scalar(value: &Value) -> String {
@@ -418,7 +456,7 @@ fn expression(expr: &str, done: &Done<'_>) -> Option<String> {
         let value = got.header(&name.to_ascii_lowercase())?;
         // A Location names a URL; a path parameter takes its last segment.
         return Some(if name.eq_ignore_ascii_case("location") {
-            value.trim_end_matches('/').rsplit('/').next()?.to_owned()
+            percent_decoded(value.trim_end_matches('/').rsplit('/').next()?)
         } else {
             value.to_owned()
         });
@@ -435,7 +473,7 @@ fn expression(expr: &str, done: &Done<'_>) -> Option<String> {
         let query = url.split_once('?')?.1;
         return query.split('&').find_map(|pair| {
             let (k, v) = pair.split_once('=')?;
-            (k == name).then(|| v.to_owned())
+            (k == name).then(|| percent_decoded(&v.replace('+', " ")))
         });
     }
     if let Some(name) = expr.strip_prefix("$request.header.") {
@@ -494,6 +532,17 @@ mod tests {
         assert_eq!(eval("$response.body#/id").as_deref(), Some("pay_1"));
         assert_eq!(eval("$response.body#/nested/n").as_deref(), Some("7"));
         assert_eq!(eval("$response.header.Location").as_deref(), Some("pay_1"));
+        let encoded = exchange("{}", &[("location", "/payments/pay%3A1")]);
+        let done_encoded = Done {
+            exchange: &encoded,
+            path: &path,
+            body: None,
+        };
+        assert_eq!(
+            evaluate("$response.header.Location", &done_encoded).as_deref(),
+            Some("pay:1"),
+            "decoded once, so the path encodes it once"
+        );
         assert_eq!(eval("$request.path.account").as_deref(), Some("acct_9"));
         assert_eq!(eval("$request.body#/amount").as_deref(), Some("5"));
         assert_eq!(eval("$request.query.currency").as_deref(), Some("EUR"));

@@ -640,7 +640,16 @@ impl Prober<'_> {
                         ),
                         Some(changed) => {
                             let changed = self.send(&changed)?;
-                            record("changed-request", expect_status(&changed, 422));
+                            // The protocol's 422, not a business one: that would mean the
+                            // handler ran with the changed request under a used key.
+                            let outcome = match business(&changed) {
+                                Some(reason) if changed.got.status == 422 => failed(
+                                    &changed,
+                                    format!("{reason}: the handler ran with another request under a used key, instead of the protocol's 422"),
+                                ),
+                                _ => expect_status(&changed, 422),
+                            };
+                            record("changed-request", outcome);
                             problems.push(changed);
                         }
                     }
@@ -941,6 +950,19 @@ fn concurrent(
         }
     }
     match bodies.len() {
+        // With a fresh resource, a business answer beside a success means the handler ran again
+        // for a key whose first attempt was still running or done.
+        1 if business.is_some() => Outcome::Failed {
+            why: format!(
+                "one request succeeded and another got {}: the operation ran more than once for one key",
+                business.unwrap_or_default()
+            ),
+            evidence: answers
+                .iter()
+                .flatten()
+                .find(|e| (200..300).contains(&e.got.status))
+                .cloned(),
+        },
         1 => Outcome::Passed,
         0 if business.is_some() => Outcome::Skipped {
             reason: business.unwrap_or_default(),

@@ -104,12 +104,19 @@ impl Target {
                             target.invalid_query = Some((name.to_owned(), None));
                         }
                     }
-                    // A query parameter is preferred to a header for `changed-request`.
+                    // A query parameter is preferred to a header for `changed-request`; one with
+                    // a `default` is not used (the other value may be the default, which the
+                    // server applies to an absent one: the same request).
                     let other = value(&format!("{tag}q2"));
-                    if target
-                        .alternative
-                        .as_ref()
-                        .is_none_or(|(l, _, _)| *l == ParamLocation::Header)
+                    let defaulted =
+                        schema.is_some_and(|s| spec.deref(s).node.get("default").is_some());
+                    let differs = !target.query.iter().any(|(n, v)| n == name && *v == other);
+                    if !defaulted
+                        && differs
+                        && target
+                            .alternative
+                            .as_ref()
+                            .is_none_or(|(l, _, _)| *l == ParamLocation::Header)
                     {
                         target.alternative = Some((ParamLocation::Query, name.to_owned(), other));
                     }
@@ -125,23 +132,15 @@ impl Target {
                     }
                 }
                 "header" if fingerprinted.contains(&name.to_ascii_lowercase()) => {
-                    target
-                        .headers
-                        .push((name.to_owned(), value(&format!("{tag}h"))));
-                    if target.alternative.is_none() {
-                        let other = value(&format!("{tag}h2"));
+                    let sent = value(&format!("{tag}h"));
+                    let other = value(&format!("{tag}h2"));
+                    if target.alternative.is_none() && other != sent {
                         target.alternative = Some((ParamLocation::Header, name.to_owned(), other));
                     }
+                    target.headers.push((name.to_owned(), sent));
                 }
                 _ => {}
             }
-        }
-        // A query alternative equal to the value already sent changes nothing.
-        if let Some((ParamLocation::Query, name, other)) = &target.alternative
-            && target.query.iter().any(|(n, v)| n == name && v == other)
-        {
-            let changed = format!("{other}x");
-            target.alternative = Some((ParamLocation::Query, name.clone(), changed));
         }
         target
     }

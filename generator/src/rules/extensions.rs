@@ -128,7 +128,12 @@ pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
 
 /// Checks `x-idempotency-tombstones`: an operationId, or a non-empty list of them, each naming
 /// an idempotent operation of the spec.
-pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: &mut Sink<'_>) {
+pub(super) fn check_tombstones(
+    spec: &LoadedSpec,
+    op: &Operation<'_>,
+    ops: &[Operation<'_>],
+    sink: &mut Sink<'_>,
+) {
     let Some(value) = op.tombstones_node() else {
         return;
     };
@@ -137,11 +142,17 @@ pub(super) fn check_tombstones(op: &Operation<'_>, ops: &[Operation<'_>], sink: 
         _ => vec![value],
     };
     for entry in entries {
-        check_tombstone(op, ops, entry, sink);
+        check_tombstone(spec, op, ops, entry, sink);
     }
 }
 
-fn check_tombstone(op: &Operation<'_>, ops: &[Operation<'_>], value: &Node, sink: &mut Sink<'_>) {
+fn check_tombstone(
+    spec: &LoadedSpec,
+    op: &Operation<'_>,
+    ops: &[Operation<'_>],
+    value: &Node,
+    sink: &mut Sink<'_>,
+) {
     let file = op.node.file;
     let Some(target) = value.as_str() else {
         sink.report(
@@ -164,7 +175,29 @@ fn check_tombstone(op: &Operation<'_>, ops: &[Operation<'_>], value: &Node, sink
             "`{X_TOMBSTONES}` names {}, which is not idempotent: it has no records to tombstone",
             o.display_name()
         ),
-        Some(_) => return,
+        Some(o) => {
+            // The pipeline tombstones the target's records about the resource this operation's
+            // path names; a target whose own path names its resource otherwise (other parameters,
+            // or in another order) would never match. A target without path parameters (a
+            // create) is about what its handler names, and is matched by that.
+            let names = |o: &Operation<'_>| -> Vec<String> {
+                o.parameters(spec)
+                    .into_iter()
+                    .filter(|p| p.location == Some("path"))
+                    .filter_map(|p| p.name.map(str::to_owned))
+                    .collect()
+            };
+            let (ours, theirs) = (names(op), names(o));
+            if theirs.is_empty() || ours == theirs {
+                return;
+            }
+            format!(
+                "`{X_TOMBSTONES}` names {}, whose records are about its path parameters ({}), but this operation's path names the resource by ({}): deleting would tombstone none of them",
+                o.display_name(),
+                theirs.join(", "),
+                ours.join(", ")
+            )
+        }
     };
     sink.report(
         RuleId::TombstoneTargetInvalid,

@@ -140,7 +140,7 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
         refs::check_operation(op, &mut sink);
         media::check_operation(spec, op, &mut sink);
         extensions::check_operation(op, &mut sink);
-        extensions::check_tombstones(op, &ops, &mut sink);
+        extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);
         if op.is_idempotent() {
             operation_id::check_present(op, &mut sink);

@@ -708,6 +708,12 @@ paths:
         "b: { type: string }",
         ""
     )));
+    // An object closed in the same change as the member is added: it was open when the lock
+    // was written, so a stored request may have carried the member unfingerprinted.
+    assert!(!compatible(&spec("", "b: { type: string }", "").replace(
+        "                  type: object\n                  properties:\n                    a:",
+        "                  type: object\n                  additionalProperties: false\n                  properties:\n                    a:"
+    )));
     // `check` with the lock beside the spec: the compatible change passes, the other does not.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("openapi.yaml");
@@ -728,4 +734,61 @@ paths:
     old.closed_optional = None;
     let now = locked(&spec("color: { type: string }", "", ""));
     assert!(!idemgen::lock::compatible_addition(&now, &old));
+}
+
+/// A closed type that also appears in a union (here as an alternative beside a string) never
+/// gains members compatibly: a stored value that failed it and matched another alternative may
+/// decode as it once it has the member.
+#[test]
+fn a_type_inside_a_union_gains_no_member_compatibly() {
+    let spec = |extra: &str| {
+        format!(
+            r#"
+openapi: 3.1.0
+info: {{ title: Things, version: 1.0.0 }}
+paths:
+  /things:
+    post:
+      operationId: createThing
+      x-idempotent: true
+      parameters:
+        - {{ name: Idempotency-Key, in: header, required: true, schema: {{ type: string, maxLength: 255 }} }}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
+              properties:
+                item: {{ $ref: '#/components/schemas/Item' }}
+                either:
+                  oneOf:
+                    - $ref: '#/components/schemas/Item'
+                    - {{ type: object, properties: {{ label: {{ type: string }} }} }}
+      responses:
+        '201': {{ description: Created. }}
+components:
+  schemas:
+    Item:
+      type: object
+      additionalProperties: false
+      properties:
+        sku: {{ type: string }}
+        {extra}
+"#
+        )
+    };
+    let locked = |text: &str| Lock::from_api(&api(text)).operations["createThing"].clone();
+    let then = locked(&spec(""));
+    let now = locked(&spec("color: { type: string }"));
+    assert_ne!(now.input_shape, then.input_shape);
+    assert!(!idemgen::lock::compatible_addition(&now, &then));
+    // The body itself is not in a union: a member added there still is compatible.
+    let body = locked(&spec("").replace(
+        "                item: { $ref",
+        "                note: { type: string }\n                item: { $ref",
+    ));
+    assert_ne!(body.input_shape, then.input_shape);
+    assert!(idemgen::lock::compatible_addition(&body, &then));
 }

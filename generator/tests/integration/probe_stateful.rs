@@ -134,6 +134,12 @@ enum Defect {
     LongKeysAccepted,
     /// A refund's replay is another refund.
     RefundReplayDiffers,
+    /// Captures ignore keys altogether: every request runs the handler (a business 409 once the
+    /// payment is captured).
+    CaptureIgnoresKeys,
+    /// A refund's key reused with another body runs the handler again, which answers a business
+    /// 422, instead of the protocol's 422.
+    RefundRerunsChangedRequests,
 }
 
 #[derive(Clone)]
@@ -214,6 +220,12 @@ impl Server {
             return protocol(401, "unauthenticated");
         };
         let owner = owner.to_owned();
+        if self.defect == Defect::CaptureIgnoresKeys && operation == "capturePayment" {
+            return match handler(&owner) {
+                Answer::Ok(status, body) => json(status, &body, false),
+                Answer::Refused(response) => response,
+            };
+        }
         let Some(key) = headers
             .get("idempotency-key")
             .map(|v| v.as_bytes().to_vec())
@@ -249,6 +261,14 @@ impl Server {
                     body,
                 }) => {
                     if stored != request {
+                        if self.defect == Defect::RefundRerunsChangedRequests
+                            && operation == "createRefund"
+                        {
+                            return problem(
+                                422,
+                                "https://payments.example/problems/refund-exceeds-payment",
+                            );
+                        }
                         return protocol(422, "idempotency_key_reused");
                     }
                     if self.defect == Defect::RefundReplayDiffers && operation == "createRefund" {
@@ -483,6 +503,22 @@ fn each_defect_is_caught_by_the_check_that_names_it() {
         (
             Defect::RefundReplayDiffers,
             vec![("createRefund", "retry-replays")],
+        ),
+        // The storm's one success beside business 409s is the handler running 20 times.
+        (
+            Defect::CaptureIgnoresKeys,
+            vec![
+                ("capturePayment", "key-missing"),
+                ("capturePayment", "key-malformed"),
+                ("capturePayment", "retry-replays"),
+                ("capturePayment", "changed-request"),
+                ("capturePayment", "concurrent"),
+            ],
+        ),
+        // A business 422 is no protocol 422.
+        (
+            Defect::RefundRerunsChangedRequests,
+            vec![("createRefund", "changed-request")],
         ),
     ];
     for (defect, expected) in cases {
