@@ -114,7 +114,8 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     Ok(router)
 }
 
-/// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests. Without
+/// Runs the service with `idemgen_runtime::serve` (timeouts, connection limit: `config.serving`)
+/// until SIGTERM or Ctrl-C, then drains in-flight requests for at most the shutdown grace. Without
 /// `DATABASE_URL` it starts a throwaway local PostgreSQL first (the harness the tests use).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (url, _cluster) = match &config.database_url {
@@ -135,11 +136,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(listen = %config.listen, "widgets listening");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
-    tracing::info!("drained; bye");
+    idemgen_runtime::serve(
+        listener,
+        router,
+        config.serving.clone(),
+        idemgen_runtime::shutdown_signal(),
+    )
+    .await
+    .context("serving")?;
+    tracing::info!("bye");
     Ok(())
 }
 
@@ -162,23 +167,4 @@ async fn throwaway_database() -> anyhow::Result<(Cluster, String)> {
     );
     println!("DATABASE_URL={}", db.url);
     Ok((cluster, db.url))
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received; draining in-flight requests");
 }

@@ -1,0 +1,239 @@
+//! The binary as an operator runs it, through `idemgen_runtime::serve`: slow clients under a
+//! lowered descriptor limit, SIGTERM with a write blocked and a client stalled mid-body (exit
+//! within the grace, then every interrupted key executes exactly once), and a log that never
+//! holds a token, a key or a body.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use sqlx::Connection;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+fn addr(server: &Server) -> String {
+    server.base.trim_start_matches("http://").to_owned()
+}
+
+/// The number of descriptors and the resident set (KiB) of process `pid`.
+fn descriptors_and_rss(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    (fds, rss)
+}
+
+/// `n` sockets stalled inside the `Authorization` header (unauthenticated, as in the report).
+async fn stall(address: &str, n: usize) -> Vec<(Instant, TcpStream)> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut s = TcpStream::connect(address).await.unwrap();
+        s.write_all(b"POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok")
+            .await
+            .unwrap();
+        out.push((Instant::now(), s));
+    }
+    out
+}
+
+/// Waits for each stalled socket to be closed; returns the longest time from stall to close.
+async fn closed(stalled: Vec<(Instant, TcpStream)>) -> Duration {
+    let waits: Vec<_> = stalled
+        .into_iter()
+        .map(|(at, mut s)| {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+                    .await
+                    .expect("a stalled socket was never closed")
+                    .ok();
+                assert!(buf.is_empty(), "a stalled request got an answer");
+                at.elapsed()
+            })
+        })
+        .collect();
+    let mut slowest = Duration::ZERO;
+    for w in waits {
+        slowest = slowest.max(w.await.unwrap());
+    }
+    slowest
+}
+
+async fn list_timed(base: &str) -> (StatusCode, Duration) {
+    let start = Instant::now();
+    let answer = call(
+        &reqwest::Client::new(),
+        base,
+        Method::GET,
+        "/widgets",
+        Some("tok1"),
+        None,
+        None,
+    )
+    .await;
+    (answer.status, start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_under_a_low_descriptor_limit_do_not_stop_the_service() {
+    const NOFILE: u64 = 256;
+    const MAX_CONNECTIONS: usize = 200;
+    let header_timeout = Duration::from_millis(1_500);
+    let db = fresh_db().await;
+    let server = Server::start_with(
+        &db,
+        &[
+            ("WIDGETS_HEADER_TIMEOUT", "1500ms"),
+            ("WIDGETS_MAX_CONNECTIONS", "200"),
+            ("WIDGETS_POOL_SIZE", "10"),
+        ],
+        Launch {
+            nofile: Some(NOFILE),
+            ..Launch::default()
+        },
+    )
+    .await;
+    let address = addr(&server);
+    let (idle_fds, idle_rss) = descriptors_and_rss(server.pid());
+
+    // Under the connection limit: others are served at once, the stalled are closed in time.
+    let stalled = stall(&address, 180).await;
+    for i in 0..5 {
+        let (status, took) = list_timed(&server.base).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(took < Duration::from_secs(1), "request {i}: {took:?}");
+    }
+    let created = create(&server.base, "tok1", "slow-1", json!({"name": "Patient"})).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+    let (busy_fds, busy_rss) = descriptors_and_rss(server.pid());
+    let slowest = closed(stalled).await;
+    assert!(
+        slowest >= header_timeout - Duration::from_millis(100),
+        "{slowest:?}"
+    );
+    assert!(
+        slowest < header_timeout + Duration::from_secs(2),
+        "{slowest:?}"
+    );
+
+    // Four times the descriptor limit: the excess waits in the accept queue, the process never
+    // runs out of descriptors, and a normal client is answered after a few header timeouts.
+    let stalled = stall(&address, 1_000).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (flood_fds, flood_rss) = descriptors_and_rss(server.pid());
+    assert!(
+        flood_fds as u64 <= NOFILE && flood_fds <= MAX_CONNECTIONS + 40,
+        "{flood_fds} descriptors"
+    );
+    let (status, waited) = list_timed(&server.base).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(waited < Duration::from_secs(15), "{waited:?}");
+    let slowest_flood = closed(stalled).await;
+    // Still serving normally afterwards.
+    let (status, took) = list_timed(&server.base).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    eprintln!(
+        "slow clients (nofile {NOFILE}, max_connections {MAX_CONNECTIONS}, header timeout {header_timeout:?}): \
+         idle {idle_fds} fds / {idle_rss} KiB; 180 stalled: {busy_fds} fds / {busy_rss} KiB, last closed \
+         after {slowest:?}; 1000 stalled: {flood_fds} fds / {flood_rss} KiB, a normal request waited \
+         {waited:?}, last stalled closed after {slowest_flood:?}"
+    );
+}
+
+/// SIGTERM with a create blocked on a table lock (its handler in flight) and a create stalled
+/// mid-body: the process exits within the grace; afterwards each key executes exactly once.
+async fn sigterm_then_every_key_once(strategy: &str) {
+    let grace = Duration::from_millis(1_000);
+    let db = fresh_db().await;
+    let extra = [
+        ("WIDGETS_SHUTDOWN_GRACE", "1s"),
+        ("WIDGETS_STALE_CLAIM", "2s"),
+        ("WIDGETS_STRATEGY", strategy),
+    ];
+    let mut server = Server::start(&db, &extra).await;
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let base = server.base.clone();
+    let blocked =
+        tokio::spawn(async move { create(&base, "tok1", "term-1", json!({"name": "Cut"})).await });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&db, "SELECT count(*) FROM pg_locks WHERE NOT granted").await == 0 {
+        assert!(Instant::now() < deadline, "the write never blocked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut stalled = TcpStream::connect(addr(&server)).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok1\r\n\
+              Idempotency-Key: term-2\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"name\":",
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let start = Instant::now();
+    let exited_cleanly = tokio::task::spawn_blocking(move || {
+        let ok = server.terminate_and_wait();
+        (ok, server)
+    });
+    let (exited_cleanly, server) = exited_cleanly.await.unwrap();
+    let took = start.elapsed();
+    assert!(exited_cleanly, "exit status 0 after the grace");
+    assert!(took >= grace - Duration::from_millis(100), "{took:?}");
+    assert!(took < grace + Duration::from_millis(1_500), "{took:?}");
+    assert!(blocked.await.is_err(), "the blocked request was cut");
+    let mut rest = Vec::new();
+    let _ = stalled.read_to_end(&mut rest).await;
+    assert!(rest.is_empty(), "the stalled client got no answer");
+    lock_tx.rollback().await.unwrap();
+
+    let server = server.restart(&[]).await;
+    // The key cut mid-write: 409 while its claim stands (separate-claim), then exactly once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = loop {
+        let answer = create(&server.base, "tok1", "term-1", json!({"name": "Cut"})).await;
+        if answer.status == StatusCode::CREATED {
+            break answer;
+        }
+        assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+        assert!(Instant::now() < deadline, "term-1 never executed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let again = create(&server.base, "tok1", "term-1", json!({"name": "Cut"})).await;
+    assert!(again.replayed(), "{again:?}");
+    assert_eq!(again.body, first.body);
+    // The key stalled mid-body was never claimed: it executes at once.
+    let other = create(&server.base, "tok1", "term-2", json!({"name": "Stalled"})).await;
+    assert_eq!(other.status, StatusCode::CREATED, "{other:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 2);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM widgets WHERE name = 'Cut'").await,
+        1,
+        "no duplicate"
+    );
+    eprintln!("{strategy}: SIGTERM to exit {took:?} (grace {grace:?})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_within_the_grace_and_a_cut_claim_executes_once_separate_claim() {
+    sigterm_then_every_key_once("separate-claim").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_within_the_grace_and_a_cut_write_executes_once_in_transaction() {
+    sigterm_then_every_key_once("in-transaction").await;
+}
