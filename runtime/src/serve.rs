@@ -475,7 +475,14 @@ fn handler_failed<Op: Operation>(
             let Some(problem) = handler_problem(&other, idempotent) else {
                 unreachable!("only declared responses have no problem");
             };
-            tracing::error!(operation = Op::ID, error = %other, cause = problem.internal().unwrap_or(""), "handler failed");
+            // A problem the handler chose (404, 403, 400) is the service working: DEBUG. A 5xx
+            // (an opaque failure, the store down) is what an operator must see: ERROR.
+            let cause = problem.internal().unwrap_or("");
+            if problem.kind().status().is_server_error() {
+                tracing::error!(operation = Op::ID, error = %other, cause, "handler failed");
+            } else {
+                tracing::debug!(operation = Op::ID, error = %other, cause, "handler answered a problem");
+            }
             // The cause is logged above; only the kind and a fixed detail are sent.
             let mut answer = Problem::new(problem.kind());
             if let Some(detail) = problem.detail() {
@@ -563,15 +570,27 @@ fn reject(operation: &'static str, owner: Option<&str>, problem: Problem) -> Res
     response
 }
 
-/// The one log line per request.
+/// The one log line per request: ERROR for a 5xx, INFO otherwise (a 4xx is the client's
+/// mistake or the service's declared answer, not the operator's problem). It names the
+/// operation, owner, outcome and status, never the key, a credential or the body.
 fn log(operation: &'static str, owner: &str, outcome: &'static str, status: StatusCode) {
-    tracing::info!(
-        operation,
-        owner,
-        outcome,
-        status = status.as_u16(),
-        "request"
-    );
+    if status.is_server_error() {
+        tracing::error!(
+            operation,
+            owner,
+            outcome,
+            status = status.as_u16(),
+            "request"
+        );
+    } else {
+        tracing::info!(
+            operation,
+            owner,
+            outcome,
+            status = status.as_u16(),
+            "request"
+        );
+    }
 }
 
 #[cfg(test)]

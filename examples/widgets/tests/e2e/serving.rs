@@ -237,3 +237,133 @@ async fn sigterm_exits_within_the_grace_and_a_cut_claim_executes_once_separate_c
 async fn sigterm_exits_within_the_grace_and_a_cut_write_executes_once_in_transaction() {
     sigterm_then_every_key_once("in-transaction").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_holds_no_token_key_or_body_and_no_warnings_for_clients_mistakes() {
+    let db = fresh_db().await;
+    let log = std::env::temp_dir().join(format!("widgets-log-{}.txt", uuid::Uuid::new_v4()));
+    let server = Server::start_with(
+        &db,
+        &[
+            ("RUST_LOG", "debug"),
+            ("WIDGETS_TOKENS", "tok1=alice,tokSECRETaa11=alice"),
+            ("WIDGETS_HEADER_TIMEOUT", "500ms"),
+            ("WIDGETS_BODY_TIMEOUT", "500ms"),
+        ],
+        Launch {
+            log: Some(log.clone()),
+            ..Launch::default()
+        },
+    )
+    .await;
+    let base = server.base.clone();
+    let token = "tokSECRETaa11";
+    let created = create(&base, token, "keySECRET01", json!({"name": "bodySECRET01"})).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+    let replay = create(&base, token, "keySECRET01", json!({"name": "bodySECRET01"})).await;
+    assert!(replay.replayed());
+    let mismatch = create(&base, token, "keySECRET01", json!({"name": "bodySECRET02"})).await;
+    assert_eq!(mismatch.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let blank = create(
+        &base,
+        token,
+        "keySECRET02",
+        json!({"name": " ", "x": "bodySECRET03"}),
+    )
+    .await;
+    assert_eq!(blank.status, StatusCode::BAD_REQUEST);
+    let client = reqwest::Client::new();
+    let missing = call(
+        &client,
+        &base,
+        Method::GET,
+        &format!("/widgets/{}", uuid::Uuid::new_v4()),
+        Some(token),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let wrong = create(
+        &base,
+        "badSECRETtok",
+        "keySECRET03",
+        json!({"name": "bodySECRET04"}),
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    // Too large, stalled mid-body and stalled in the headers: clients' mistakes, all with secrets.
+    let address = addr(&server);
+    let mut large = TcpStream::connect(&address).await.unwrap();
+    let big = format!("{{\"name\":\"{}\"}}", "bodySECRET05".repeat(8_000));
+    let head = format!(
+        "POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer {token}\r\nIdempotency-Key: keySECRET04\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        big.len()
+    );
+    let _ = large.write_all(head.as_bytes()).await;
+    let _ = large.write_all(big.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), large.read_to_end(&mut answer)).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 413"),
+        "{}",
+        String::from_utf8_lossy(&answer[..answer.len().min(200)])
+    );
+    let mut mid_body = TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer {token}\r\nIdempotency-Key: keySECRET05\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":\"bodySECRET06"
+    );
+    mid_body.write_all(head.as_bytes()).await.unwrap();
+    let mut in_headers = Vec::new();
+    for _ in 0..50 {
+        let mut s = TcpStream::connect(&address).await.unwrap();
+        s.write_all(b"POST /widgets HTTP/1.1\r\nAuthorization: Bearer tokSECRET")
+            .await
+            .unwrap();
+        in_headers.push((Instant::now(), s));
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), mid_body.read_to_end(&mut answer)).await;
+    assert!(
+        answer.starts_with(b"HTTP/1.1 400"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    closed(in_headers).await;
+    drop(server);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<&str> = text.lines().collect();
+    // The log saw every request (the grep below is not vacuous) ...
+    for outcome in [
+        "outcome=\"executed\"",
+        "outcome=\"replayed\"",
+        "outcome=\"idempotency_problem\"",
+        "status=404",
+        "status=401",
+        "status=413",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(outcome)),
+            "no line with {outcome}:\n{text}"
+        );
+    }
+    // ... and holds none of the secrets, in any line at any level.
+    for line in &lines {
+        assert!(!line.contains("SECRET"), "a secret in the log: {line}");
+    }
+    // Clients' mistakes and slow clients are no operator's alarm.
+    let loud: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .filter(|l| !l.contains("DATABASE_URL"))
+        .collect();
+    assert!(loud.is_empty(), "WARN/ERROR lines: {loud:#?}");
+    eprintln!(
+        "log: {} lines, none with a secret, none above INFO",
+        lines.len()
+    );
+}

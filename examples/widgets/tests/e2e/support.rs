@@ -20,8 +20,9 @@ pub struct Server {
 pub struct Launch {
     /// Runs the binary under `prlimit --nofile=N` (its descriptor limit).
     pub nofile: Option<u64>,
-    /// Appends the process's stderr (its log) to this file instead of inheriting it.
-    pub stderr: Option<std::path::PathBuf>,
+    /// Appends the process's stdout (its log) and stderr to this file instead of discarding
+    /// and inheriting them.
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -64,22 +65,25 @@ impl Server {
             }
             None => Command::new(binary),
         };
-        let stderr = match &launch.stderr {
-            Some(path) => Stdio::from(
+        let open = |path: &std::path::Path| {
+            Stdio::from(
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(path)
                     .expect("opening the log file"),
-            ),
-            None => Stdio::inherit(),
+            )
+        };
+        let (stdout, stderr) = match &launch.log {
+            Some(path) => (open(path), open(path)),
+            None => (Stdio::null(), Stdio::inherit()),
         };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("WIDGETS_LISTEN", format!("127.0.0.1:{port}"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr);
         let child = cmd.spawn().expect("starting the widgets binary");
         let server = Server {
