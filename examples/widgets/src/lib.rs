@@ -131,7 +131,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .connect(&url)
         .await
         .context("connecting to DATABASE_URL")?;
-    let router = app(&config, pool).await?;
+    let metrics = install_metrics()?;
+    let router = app(&config, pool).await?.merge(metrics_route(metrics));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -146,6 +147,40 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     .context("serving")?;
     tracing::info!("bye");
     Ok(())
+}
+
+/// Installs the process's `metrics` recorder: a Prometheus exporter rendered by
+/// [`metrics_route`], with histogram buckets from 1 ms to 10 s for `idemgen.request.duration`.
+/// Once per process (the recorder is global).
+pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ])
+        .context("histogram buckets")?
+        .install_recorder()
+        .context("installing the metrics recorder")
+}
+
+/// `GET /metrics`: the Prometheus text format (`idemgen_requests{operation, outcome}`,
+/// `idemgen_request_duration_bucket{…}`). Unauthenticated, as scrapers expect: in production,
+/// expose it on an internal port or keep it from the public ingress.
+pub fn metrics_route(handle: metrics_exporter_prometheus::PrometheusHandle) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    handle.render(),
+                )
+            }
+        }),
+    )
 }
 
 /// A PostgreSQL cluster of this process's own, from the local server binaries, with a fresh

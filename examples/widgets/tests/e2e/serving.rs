@@ -341,7 +341,7 @@ async fn the_log_holds_no_token_key_or_body_and_no_warnings_for_clients_mistakes
     for outcome in [
         "outcome=\"executed\"",
         "outcome=\"replayed\"",
-        "outcome=\"idempotency_problem\"",
+        "outcome=\"mismatch\"",
         "status=404",
         "status=401",
         "status=413",
@@ -365,5 +365,141 @@ async fn the_log_holds_no_token_key_or_body_and_no_warnings_for_clients_mistakes
     eprintln!(
         "log: {} lines, none with a secret, none above INFO",
         lines.len()
+    );
+}
+
+/// `idemgen_requests{operation="createWidget",outcome=…}` from `GET /metrics`, per outcome.
+async fn create_counts(base: &str) -> std::collections::BTreeMap<String, u64> {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("idemgen_requests{") else {
+            continue;
+        };
+        assert!(
+            !rest.contains("SECRET") && !rest.contains("alice"),
+            "{line}"
+        );
+        if !rest.contains("operation=\"createWidget\"") {
+            continue;
+        }
+        let outcome = rest
+            .split("outcome=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        let value = line.rsplit(' ').next().unwrap().parse().unwrap();
+        out.insert(outcome.to_owned(), value);
+    }
+    out
+}
+
+/// Runs `step`, then checks that only `outcome`'s counter moved, by one.
+async fn moves_only(base: &str, outcome: &str, step: impl std::future::Future<Output = Answer>) {
+    let before = create_counts(base).await;
+    let answer = tokio::time::timeout(Duration::from_secs(30), step)
+        .await
+        .unwrap_or_else(|_| panic!("the {outcome} step hung"));
+    let after = create_counts(base).await;
+    let get = |m: &std::collections::BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+    assert_eq!(
+        get(&after, outcome),
+        get(&before, outcome) + 1,
+        "{outcome}: {before:?} → {after:?} ({answer:?})"
+    );
+    for (k, v) in &after {
+        if k != outcome {
+            assert_eq!(*v, get(&before, k), "{k} moved on a {outcome}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter() {
+    let db = fresh_db().await;
+    let mut server = Server::start(&db, &[]).await;
+    let base = server.base.clone();
+    let body = json!({"name": "Counted"});
+    moves_only(
+        &base,
+        "executed",
+        create(&base, "tok1", "m-1", body.clone()),
+    )
+    .await;
+    moves_only(
+        &base,
+        "replayed",
+        create(&base, "tok1", "m-1", body.clone()),
+    )
+    .await;
+    moves_only(
+        &base,
+        "mismatch",
+        create(&base, "tok1", "m-1", json!({"name": "Other"})),
+    )
+    .await;
+
+    // In flight: the first attempt's write waits on a lock, a duplicate gets 409.
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let blocked_base = base.clone();
+    let blocked = tokio::spawn(async move {
+        create(&blocked_base, "tok1", "m-2", json!({"name": "Blocked"})).await
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&db, "SELECT count(*) FROM pg_locks WHERE NOT granted").await == 0 {
+        assert!(Instant::now() < deadline, "the write never blocked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    moves_only(&base, "in_flight", async {
+        let answer = create(&base, "tok1", "m-2", json!({"name": "Blocked"})).await;
+        assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
+        answer
+    })
+    .await;
+
+    // Taken over: the process dies holding the claim; after the stale window the retry takes it.
+    server.kill9();
+    assert!(blocked.await.is_err());
+    lock_tx.rollback().await.unwrap();
+    let server = server.restart(&[("WIDGETS_STALE_CLAIM", "1s")]).await;
+    let base = server.base.clone();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    moves_only(&base, "taken_over", async {
+        let answer = create(&base, "tok1", "m-2", json!({"name": "Blocked"})).await;
+        assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
+        answer
+    })
+    .await;
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("idemgen_request_duration_bucket{")
+                && l.contains("outcome=\"taken_over\"")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("_total"),
+        "OpenTelemetry names: no _total suffix"
+    );
+    assert!(
+        !text.contains("m-2") && !text.contains("alice"),
+        "no key or owner in an attribute"
     );
 }
