@@ -37,8 +37,11 @@
 //! over as stale (`ExecutorConfig::stale_claim`) and the retry executes once; with the
 //! in-transaction strategy nothing was written (the gate lives in the rolled-back transaction) and
 //! the retry executes at once. A plain or transactional handler's future is dropped with its
-//! connection, and its transaction rolls back. `examples/widgets/tests/e2e/serving.rs` proves
-//! both strategies across a SIGTERM with the write blocked.
+//! connection, and its transaction rolls back. On HTTP/2, hyper runs each stream in a task of
+//! its own: its handler is not dropped with the connection but runs on (its answer has nowhere
+//! to go) until it ends or the process exits, with the same consequences.
+//! `examples/widgets/tests/e2e/serving.rs` proves both strategies across a SIGTERM with the write
+//! blocked; `runtime/tests/integration/listen.rs` that an HTTP/1 handler's future is dropped.
 //!
 //! Nothing here logs per connection above DEBUG: a thousand slow clients are a thousand DEBUG
 //! lines, not WARN lines. Accept errors (`EMFILE`) are logged at WARN at most once a second.
