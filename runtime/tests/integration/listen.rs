@@ -47,6 +47,14 @@ async fn start(config: ServeConfig) -> Running {
         .route("/ok", get(|| async { "ok" }))
         .route("/echo", post(|body: axum::body::Bytes| async move { body }))
         .route(
+            "/peer",
+            get(
+                |axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>| async move {
+                    peer.ip().to_string()
+                },
+            ),
+        )
+        .route(
             "/sleep/{ms}",
             get(
                 move |axum::extract::Path(ms): axum::extract::Path<u64>| async move {
@@ -213,6 +221,15 @@ async fn a_body_stalled_or_trickled_is_cut_off_at_the_body_timeout() {
     );
     assert!(took < Duration::from_millis(2_000), "{took:?}");
     trickle.abort();
+    // Handlers see the peer's address.
+    let mut stream = TcpStream::connect(server.addr).await.unwrap();
+    stream
+        .write_all(b"GET /peer HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.ends_with("\r\n\r\n127.0.0.1"), "{answer}");
     // A body sent in time is read.
     let (status, _) = exchange(
         server.addr,

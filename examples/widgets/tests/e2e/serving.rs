@@ -503,3 +503,48 @@ async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter
         "no key or owner in an attribute"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_descriptors_the_server_warns_once_a_second_and_recovers() {
+    // Misconfigured on purpose: more connections allowed than descriptors.
+    let db = fresh_db().await;
+    let log = std::env::temp_dir().join(format!("widgets-emfile-{}.txt", uuid::Uuid::new_v4()));
+    let server = Server::start_with(
+        &db,
+        &[
+            ("RUST_LOG", "warn"),
+            ("WIDGETS_HEADER_TIMEOUT", "1500ms"),
+            ("WIDGETS_MAX_CONNECTIONS", "500"),
+        ],
+        Launch {
+            nofile: Some(64),
+            log: Some(log.clone()),
+        },
+    )
+    .await;
+    let started = Instant::now();
+    let stalled = stall(&addr(&server), 150).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (fds, _) = descriptors_and_rss(server.pid());
+    closed(stalled).await;
+    let (status, _) = list_timed(&server.base).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "served again once the stalled sockets are closed"
+    );
+    let elapsed = started.elapsed();
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let warnings = text
+        .lines()
+        .filter(|l| l.contains("accepting a connection failed"))
+        .count();
+    assert!(warnings >= 1, "EMFILE was reached and reported:\n{text}");
+    assert!(
+        warnings as u64 <= elapsed.as_secs() + 1,
+        "{warnings} warnings in {elapsed:?}:\n{text}"
+    );
+    eprintln!("nofile 64: {fds} descriptors, {warnings} accept warnings in {elapsed:?}");
+}
