@@ -601,8 +601,8 @@ fn reject(operation: &'static str, owner: Option<&str>, problem: Problem) -> Res
 /// suffix, the unit in the description; attributes are only the operation and the outcome (the
 /// `log` line's), never the key or the owner, so their number stays bounded.
 const REQUESTS: &str = "idemgen.requests";
-/// Seconds from the start of the pipeline to the response, for requests admitted past
-/// authentication and validation (refusals before that are counted in [`REQUESTS`] only).
+/// Seconds from the start of the pipeline to the response, for requests that reached their
+/// handler or the executor (refusals, 400/401/403/413, are counted in [`REQUESTS`] only).
 const REQUEST_DURATION: &str = "idemgen.request.duration";
 
 fn describe_metrics() {
