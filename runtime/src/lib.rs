@@ -24,6 +24,7 @@ pub mod codegen;
 #[doc(hidden)]
 pub mod engine;
 mod executor;
+mod listen;
 mod migrate;
 mod operation;
 mod problem;
@@ -40,6 +41,7 @@ pub use auth::{
     ApiKeyIn, Authenticator, Credentials, Principal, Requirement, Scheme, SchemeKind, Security,
 };
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
+pub use listen::{ServeConfig, serve, shutdown_signal};
 pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};
 pub use problem::{Problem, ProblemKind};

@@ -103,8 +103,14 @@ impl std::fmt::Display for Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
+        // The log-only text: ERROR for a 5xx, DEBUG for a 4xx (a client that stalls mid-body or
+        // sends an undecodable query is not an operator's problem, and must not flood the log).
         if let Some(internal) = &self.internal {
-            tracing::warn!(code = self.kind.code(), internal = %internal, "problem response");
+            if self.kind.status().is_server_error() {
+                tracing::error!(code = self.kind.code(), internal = %internal, "problem response");
+            } else {
+                tracing::debug!(code = self.kind.code(), internal = %internal, "problem response");
+            }
         }
         let mut response = (self.kind.status(), self.body_json()).into_response();
         let headers = response.headers_mut();

@@ -23,7 +23,7 @@ use idemgen_protocol::fingerprint::CanonicalInput;
 
 use crate::auth::{Authenticator, Credentials, Principal};
 use crate::executor::{
-    EarlierFormats, ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle,
+    Disposition, EarlierFormats, ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle,
 };
 use crate::operation::{
     Authorization, BoxError, HandlerError, HandlerResult, Idempotent, Operation,
@@ -219,6 +219,7 @@ where
     S: Store,
     Au: Authenticator,
 {
+    let started = std::time::Instant::now();
     let admitted = match admit::<Op, _, _, _>(&server, request).await {
         Ok(admitted) => admitted,
         Err(response) => return response,
@@ -237,7 +238,13 @@ where
         ),
         Err(e) => handler_failed::<Op>(e, false),
     };
-    log(Op::ID, &principal.owner, outcome, response.status());
+    log_timed(
+        Op::ID,
+        &principal.owner,
+        outcome,
+        response.status(),
+        started,
+    );
     response
 }
 
@@ -254,6 +261,7 @@ where
     S: Store,
     Au: Authenticator,
 {
+    let started = std::time::Instant::now();
     let admitted = match admit::<Op, _, _, _>(&server, request).await {
         Ok(admitted) => admitted,
         Err(response) => return response,
@@ -309,7 +317,7 @@ where
             handler_failed::<Op>(e, false)
         }
     };
-    log(Op::ID, &owner, outcome, response.status());
+    log_timed(Op::ID, &owner, outcome, response.status(), started);
     response
 }
 
@@ -363,6 +371,7 @@ where
     S: Store,
     Au: Authenticator,
 {
+    let started = std::time::Instant::now();
     let admitted = match admit::<Op, _, _, _>(&server, request).await {
         Ok(admitted) => admitted,
         Err(response) => return response,
@@ -445,7 +454,7 @@ where
         })
         .await;
     let (outcome, response) = respond_idempotent::<Op>(result);
-    log(Op::ID, &owner, outcome, response.status());
+    log_timed(Op::ID, &owner, outcome, response.status(), started);
     response
 }
 
@@ -459,9 +468,26 @@ fn respond_idempotent<Op: Operation>(
         }) => ("replayed", crate::response::replay_response(&stored)),
         Ok(Outcome {
             response: Reply::Fresh(encoded),
-            ..
-        }) => ("executed", render(encoded)),
-        Err(ExecuteError::Problem(problem)) => ("idempotency_problem", problem.into_response()),
+            disposition,
+        }) => {
+            let outcome = if disposition == Disposition::TakenOver {
+                "taken_over"
+            } else {
+                "executed"
+            };
+            (outcome, render(encoded))
+        }
+        Err(ExecuteError::Problem(problem)) => {
+            let outcome = match problem.kind() {
+                ProblemKind::InFlight => "in_flight",
+                ProblemKind::KeyReused | ProblemKind::FingerprintVersionChanged => "mismatch",
+                ProblemKind::ResourceGone => "gone",
+                ProblemKind::StoreUnavailable => "store_unavailable",
+                ProblemKind::OutcomeUnknown => "outcome_unknown",
+                _ => "idempotency_problem",
+            };
+            (outcome, problem.into_response())
+        }
         Err(ExecuteError::Handler(e)) => handler_failed::<Op>(e, true),
     }
 }
@@ -481,7 +507,14 @@ fn handler_failed<Op: Operation>(
             let Some(problem) = handler_problem(&other, idempotent) else {
                 unreachable!("only declared responses have no problem");
             };
-            tracing::error!(operation = Op::ID, error = %other, cause = problem.internal().unwrap_or(""), "handler failed");
+            // A problem the handler chose (404, 403, 400) is the service working: DEBUG. A 5xx
+            // (an opaque failure, the store down) is what an operator must see: ERROR.
+            let cause = problem.internal().unwrap_or("");
+            if problem.kind().status().is_server_error() {
+                tracing::error!(operation = Op::ID, error = %other, cause, "handler failed");
+            } else {
+                tracing::debug!(operation = Op::ID, error = %other, cause, "handler answered a problem");
+            }
             // The cause is logged above; only the kind and a fixed detail are sent.
             let mut answer = Problem::new(problem.kind());
             if let Some(detail) = problem.detail() {
@@ -569,15 +602,67 @@ fn reject(operation: &'static str, owner: Option<&str>, problem: Problem) -> Res
     response
 }
 
-/// The one log line per request.
+/// The metrics of requests, through the `metrics` façade (a no-op until the service installs a
+/// recorder, e.g. a Prometheus exporter). Names follow OpenTelemetry's conventions: no `_total`
+/// suffix, the unit in the description; attributes are only the operation and the outcome (the
+/// `log` line's), never the key or the owner, so their number stays bounded.
+const REQUESTS: &str = "idemgen.requests";
+/// Seconds from the start of the pipeline to the response, for requests that reached their
+/// handler or the executor (refusals, 400/401/403/413, are counted in [`REQUESTS`] only).
+const REQUEST_DURATION: &str = "idemgen.request.duration";
+
+fn describe_metrics() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        metrics::describe_counter!(
+            REQUESTS,
+            metrics::Unit::Count,
+            "Requests by operation and outcome (executed, replayed, in_flight, mismatch, gone, taken_over, store_unavailable, outcome_unknown, …)"
+        );
+        metrics::describe_histogram!(
+            REQUEST_DURATION,
+            metrics::Unit::Seconds,
+            "Duration of admitted requests by operation and outcome"
+        );
+    });
+}
+
+/// [`log`], and the request's duration since `started`.
+fn log_timed(
+    operation: &'static str,
+    owner: &str,
+    outcome: &'static str,
+    status: StatusCode,
+    started: std::time::Instant,
+) {
+    log(operation, owner, outcome, status);
+    metrics::histogram!(REQUEST_DURATION, "operation" => operation, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+}
+
+/// The one log line per request: ERROR for a 5xx, INFO otherwise (a 4xx is the client's
+/// mistake or the service's declared answer, not the operator's problem). It names the
+/// operation, owner, outcome and status, never the key, a credential or the body.
 fn log(operation: &'static str, owner: &str, outcome: &'static str, status: StatusCode) {
-    tracing::info!(
-        operation,
-        owner,
-        outcome,
-        status = status.as_u16(),
-        "request"
-    );
+    describe_metrics();
+    metrics::counter!(REQUESTS, "operation" => operation, "outcome" => outcome).increment(1);
+    if status.is_server_error() {
+        tracing::error!(
+            operation,
+            owner,
+            outcome,
+            status = status.as_u16(),
+            "request"
+        );
+    } else {
+        tracing::info!(
+            operation,
+            owner,
+            outcome,
+            status = status.as_u16(),
+            "request"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,10 @@ pub struct Config {
     pub pool_size: u32,
     /// `WIDGETS_STRATEGY`: `separate-claim` (default) or `in-transaction`.
     pub strategy: idemgen_runtime::Strategy,
+    /// How connections are served (the runtime's defaults unless set):
+    /// `WIDGETS_HEADER_TIMEOUT`, `WIDGETS_BODY_TIMEOUT`, `WIDGETS_IDLE_TIMEOUT` (durations),
+    /// `WIDGETS_MAX_CONNECTIONS` (a count), `WIDGETS_SHUTDOWN_GRACE` (a duration).
+    pub serving: idemgen_runtime::ServeConfig,
 }
 
 /// Who a token belongs to.
@@ -81,8 +85,33 @@ impl Config {
                 "WIDGETS_STRATEGY must be separate-claim or in-transaction, not {other:?}"
             ),
         };
+        let defaults = idemgen_runtime::ServeConfig::default();
+        let duration = |name: &str, default: Duration| -> anyhow::Result<Duration> {
+            match get(name) {
+                Some(v) if !v.trim().is_empty() => {
+                    parse_duration(&v).with_context(|| format!("{name}: e.g. 10s, 500ms"))
+                }
+                _ => Ok(default),
+            }
+        };
+        let serving = idemgen_runtime::ServeConfig {
+            header_read_timeout: duration("WIDGETS_HEADER_TIMEOUT", defaults.header_read_timeout)?,
+            body_read_timeout: duration("WIDGETS_BODY_TIMEOUT", defaults.body_read_timeout)?,
+            idle_timeout: duration("WIDGETS_IDLE_TIMEOUT", defaults.idle_timeout)?,
+            max_connections: match get("WIDGETS_MAX_CONNECTIONS") {
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .context("WIDGETS_MAX_CONNECTIONS must be a positive number")?,
+                None => defaults.max_connections,
+            },
+            shutdown_grace: duration("WIDGETS_SHUTDOWN_GRACE", defaults.shutdown_grace)?,
+        };
         Ok(Config {
             database_url,
+            serving,
             strategy,
             listen,
             tokens,
@@ -94,21 +123,33 @@ impl Config {
     }
 }
 
-/// Parses `tok1=alice,tok2=bob:readonly`.
+/// Parses `tok1=alice,tok2=bob:readonly`. Each entry splits at its **last** `=`, so a token may
+/// hold `=` (base64 padding: `pad64==carol` is token `pad64=` of owner `carol`) and an owner may
+/// not. An empty token or owner, an unknown flag and a token given twice are refused; errors
+/// name the entry by its position, never the token (start-up errors end up in logs).
 pub fn parse_tokens(spec: &str) -> anyhow::Result<HashMap<String, Account>> {
-    let mut out = HashMap::new();
-    for entry in spec.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let Some((token, owner)) = entry.split_once('=') else {
-            bail!("WIDGETS_TOKENS entry {entry:?} is not token=owner");
+    let mut out: HashMap<String, Account> = HashMap::new();
+    let mut first_at: HashMap<String, usize> = HashMap::new();
+    let entries = spec.split(',').map(str::trim).filter(|e| !e.is_empty());
+    for (n, entry) in entries.enumerate() {
+        let n = n + 1;
+        let Some((token, owner)) = entry.rsplit_once('=') else {
+            bail!("WIDGETS_TOKENS entry {n} is not token=owner");
         };
         let (owner, read_only) = match owner.split_once(':') {
             Some((o, "readonly")) => (o, true),
-            Some((_, flag)) => bail!("unknown token flag {flag:?} (only :readonly)"),
+            Some((_, flag)) => {
+                bail!("WIDGETS_TOKENS entry {n}: unknown flag {flag:?} (only :readonly)")
+            }
             None => (owner, false),
         };
         if token.is_empty() || owner.is_empty() {
-            bail!("WIDGETS_TOKENS entry {entry:?} has an empty token or owner");
+            bail!("WIDGETS_TOKENS entry {n} has an empty token or owner");
         }
+        if let Some(earlier) = first_at.get(token) {
+            bail!("WIDGETS_TOKENS entry {n} repeats the token of entry {earlier}");
+        }
+        first_at.insert(token.to_owned(), n);
         out.insert(
             token.to_owned(),
             Account {
@@ -162,6 +203,70 @@ mod tests {
         assert!(t["tok3"].read_only);
         assert!(parse_tokens("nonsense").is_err());
         assert!(parse_tokens("a=b:admin").is_err());
+    }
+
+    #[test]
+    fn tokens_split_at_the_last_equals_sign() {
+        let t = parse_tokens("pad64==carol, a=b=c=dave:readonly").unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t["pad64="].owner, "carol");
+        assert!(!t["pad64="].read_only);
+        assert_eq!(t["a=b=c"].owner, "dave");
+        assert!(t["a=b=c"].read_only);
+        assert!(!t.contains_key("pad64"));
+        // Nothing after the last `=` is an empty owner, not a token ending in `=`.
+        assert!(parse_tokens("pad64==").is_err());
+        assert!(parse_tokens("=alice").is_err());
+    }
+
+    #[test]
+    fn a_repeated_token_is_refused_without_naming_it() {
+        let err = parse_tokens("s3cret=alice,tok2=bob,s3cret=mallory")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("entry 3 repeats the token of entry 1"),
+            "{err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
+        // Errors about an entry never echo it.
+        for bad in ["s3cret", "s3cret=", "s3cret=alice:root"] {
+            let err = parse_tokens(bad).unwrap_err().to_string();
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn serving_settings_default_to_the_runtime_and_are_read() {
+        let defaults = Config::from_lookup(|_| None).unwrap().serving;
+        assert_eq!(defaults, idemgen_runtime::ServeConfig::default());
+        let c = Config::from_lookup(|k| match k {
+            "WIDGETS_HEADER_TIMEOUT" => Some("2s".into()),
+            "WIDGETS_BODY_TIMEOUT" => Some("3s".into()),
+            "WIDGETS_IDLE_TIMEOUT" => Some("4s".into()),
+            "WIDGETS_MAX_CONNECTIONS" => Some("7".into()),
+            "WIDGETS_SHUTDOWN_GRACE" => Some("500ms".into()),
+            _ => None,
+        })
+        .unwrap()
+        .serving;
+        assert_eq!(c.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(c.body_read_timeout, Duration::from_secs(3));
+        assert_eq!(c.idle_timeout, Duration::from_secs(4));
+        assert_eq!(c.max_connections, 7);
+        assert_eq!(c.shutdown_grace, Duration::from_millis(500));
+        let zero = Config::from_lookup(|k| (k == "WIDGETS_MAX_CONNECTIONS").then(|| "0".into()));
+        assert!(
+            zero.unwrap_err()
+                .to_string()
+                .contains("WIDGETS_MAX_CONNECTIONS")
+        );
+        let bad = Config::from_lookup(|k| (k == "WIDGETS_SHUTDOWN_GRACE").then(|| "soon".into()));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("WIDGETS_SHUTDOWN_GRACE")
+        );
     }
 
     #[test]

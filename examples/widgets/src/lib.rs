@@ -114,7 +114,8 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
     Ok(router)
 }
 
-/// Runs the service until SIGTERM or Ctrl-C, then drains in-flight requests. Without
+/// Runs the service with `idemgen_runtime::serve` (timeouts, connection limit: `config.serving`)
+/// until SIGTERM or Ctrl-C, then drains in-flight requests for at most the shutdown grace. Without
 /// `DATABASE_URL` it starts a throwaway local PostgreSQL first (the harness the tests use).
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (url, _cluster) = match &config.database_url {
@@ -130,17 +131,56 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .connect(&url)
         .await
         .context("connecting to DATABASE_URL")?;
-    let router = app(&config, pool).await?;
+    let metrics = install_metrics()?;
+    let router = app(&config, pool).await?.merge(metrics_route(metrics));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(listen = %config.listen, "widgets listening");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
-    tracing::info!("drained; bye");
+    idemgen_runtime::serve(
+        listener,
+        router,
+        config.serving.clone(),
+        idemgen_runtime::shutdown_signal(),
+    )
+    .await
+    .context("serving")?;
+    tracing::info!("bye");
     Ok(())
+}
+
+/// Installs the process's `metrics` recorder: a Prometheus exporter rendered by
+/// [`metrics_route`], with histogram buckets from 1 ms to 10 s for `idemgen.request.duration`.
+/// Once per process (the recorder is global).
+pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(&[
+            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ])
+        .context("histogram buckets")?
+        .install_recorder()
+        .context("installing the metrics recorder")
+}
+
+/// `GET /metrics`: the Prometheus text format (`idemgen_requests{operation, outcome}`,
+/// `idemgen_request_duration_bucket{…}`). Unauthenticated, as scrapers expect: in production,
+/// expose it on an internal port or keep it from the public ingress.
+pub fn metrics_route(handle: metrics_exporter_prometheus::PrometheusHandle) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    handle.render(),
+                )
+            }
+        }),
+    )
 }
 
 /// A PostgreSQL cluster of this process's own, from the local server binaries, with a fresh
@@ -162,23 +202,4 @@ async fn throwaway_database() -> anyhow::Result<(Cluster, String)> {
     );
     println!("DATABASE_URL={}", db.url);
     Ok((cluster, db.url))
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received; draining in-flight requests");
 }

@@ -10,6 +10,7 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("problem", 0),
     ("migrate", 0),
+    ("listen", 0),
     ("response", 1),
     ("request", 2),
     ("auth", 3),

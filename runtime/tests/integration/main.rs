@@ -44,3 +44,7 @@ mod model;
 
 /// The module layering of the runtime's sources: every import points down, no circle.
 mod layers;
+
+/// `serve` on loopback sockets: header, body and idle timeouts, the connection limit, shutdown's
+/// grace (HTTP/1.1 and HTTP/2).
+mod listen;

@@ -26,3 +26,7 @@ mod hostile;
 /// The generated client: retries through a faulty proxy and PostgreSQL restarts, 409 waited out,
 /// 422 and 410 at once.
 mod client;
+
+/// Serving as an operator runs it: slow clients under a low descriptor limit, SIGTERM within the
+/// grace and every interrupted key once, a log without secrets.
+mod serving;

@@ -12,11 +12,27 @@ pub struct Server {
     child: Child,
     env: Vec<(String, String)>,
     port: u16,
+    launch: Launch,
+}
+
+/// How the process is started beyond its environment.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Runs the binary under `prlimit --nofile=N` (its descriptor limit).
+    pub nofile: Option<u64>,
+    /// Appends the process's stdout (its log) and stderr to this file instead of discarding
+    /// and inheriting them.
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Server {
     /// Starts the binary on a free loopback port against `db`, with extra environment.
     pub async fn start(db: &TestDb, extra: &[(&str, &str)]) -> Server {
+        Self::start_with(db, extra, Launch::default()).await
+    }
+
+    /// [`Server::start`], launched as `launch` says.
+    pub async fn start_with(db: &TestDb, extra: &[(&str, &str)], launch: Launch) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -31,24 +47,51 @@ impl Server {
             ("RUST_LOG".into(), "warn".into()),
         ];
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        Self::spawn(env, port).await
+        Self::spawn(env, port, launch).await
     }
 
-    async fn spawn(env: Vec<(String, String)>, port: u16) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_widgets"));
+    /// The process id (the binary's: `prlimit` execs it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn spawn(env: Vec<(String, String)>, port: u16, launch: Launch) -> Server {
+        let binary = env!("CARGO_BIN_EXE_widgets");
+        let mut cmd = match launch.nofile {
+            Some(n) => {
+                let mut cmd = Command::new("prlimit");
+                cmd.arg(format!("--nofile={n}")).arg("--").arg(binary);
+                cmd
+            }
+            None => Command::new(binary),
+        };
+        let open = |path: &std::path::Path| {
+            Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("opening the log file"),
+            )
+        };
+        let (stdout, stderr) = match &launch.log {
+            Some(path) => (open(path), open(path)),
+            None => (Stdio::null(), Stdio::inherit()),
+        };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("WIDGETS_LISTEN", format!("127.0.0.1:{port}"))
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stdout(stdout)
+            .stderr(stderr);
         let child = cmd.spawn().expect("starting the widgets binary");
         let server = Server {
             base: format!("http://127.0.0.1:{port}"),
             child,
             env,
             port,
+            launch,
         };
         server.wait_ready().await;
         server
@@ -112,7 +155,8 @@ impl Server {
             env.retain(|(ek, _)| ek != k);
             env.push((k.to_string(), v.to_string()));
         }
-        Self::spawn(env, self.port).await
+        let launch = self.launch.clone();
+        Self::spawn(env, self.port, launch).await
     }
 }
 
