@@ -68,13 +68,15 @@ pub struct ExecutorConfig {
     pub stale_claim: Duration,
     /// How long completed records are kept; `None` keeps them forever (the default).
     pub retention: Option<Duration>,
-    /// How often the background task renews the executor's lease (default 2 s); releases that
+    /// How often the background task renews the executor's lease (default 1 s); releases that
     /// failed are retried with their own backoff (50 ms doubling to 1 s).
     pub lease_renewal: Duration,
     /// A claim whose holder has not renewed its lease for this long (by the store's clock) is
-    /// stale at once: a process that died frees its keys after about this long instead of
-    /// `stale_claim` (default 10 s; keep it several `lease_renewal`s, and below the client's
-    /// retry budget). `None`: no lease, claims go stale after `stale_claim` only.
+    /// stale at once: a process that died frees its keys between `lease_expiry - lease_renewal`
+    /// and `lease_expiry` after its last renewal instead of after `stale_claim` (default 5 s:
+    /// inside the generated client's retries of one call, see protocol.md, "Durability of
+    /// claims"; keep it several `lease_renewal`s). `None`: no lease, claims go stale after
+    /// `stale_claim` only.
     pub lease_expiry: Option<Duration>,
 }
 
@@ -85,8 +87,8 @@ impl Default for ExecutorConfig {
             in_flight_wait: Duration::from_secs(1),
             stale_claim: Duration::from_secs(300),
             retention: None,
-            lease_renewal: Duration::from_secs(2),
-            lease_expiry: Some(Duration::from_secs(10)),
+            lease_renewal: Duration::from_secs(1),
+            lease_expiry: Some(Duration::from_secs(5)),
         }
     }
 }

@@ -135,7 +135,7 @@ async fn dropped_holder_loses_its_claims<S: Store + Clone>(env: Env<S>) {
 }
 
 async fn shut_down_holder_frees_its_claims_at_once<S: Store + Clone>(env: Env<S>) {
-    // The default lease (10 s): only the shutdown can free the claim within this test.
+    // The default lease (5 s): only the shutdown can free the claim within this test.
     let holder = Executor::new(env.exec.store().clone(), config(Strategy::SeparateClaim));
     let req = request(scope("alice", "shut-down"), json!({"n": 1}), 1);
     claim_for(&holder, &req).await;
@@ -178,48 +178,60 @@ async fn a_shut_down_executors_claims_are_taken_over_at_once() {
 /// The environment variable that makes [`child_holder`] run (in a child process).
 const CHILD_URL: &str = "IDEMGEN_LEASE_CHILD_URL";
 
+/// How many keys the killed process holds at once.
+const CHILD_KEYS: usize = 16;
+
 /// Runs in a child process of [`a_killed_process_loses_its_claims_within_the_lease_expiry`]: an
-/// executor with the default lease claims a key, writes, prints `CLAIMED` and hangs in its
-/// handler until it is killed.
+/// executor with the default lease claims [`CHILD_KEYS`] keys at once; each attempt writes,
+/// prints `CLAIMED` and hangs in its handler until the process is killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run as a child process by a_killed_process_loses_its_claims_within_the_lease_expiry"]
 async fn child_holder() {
     let url = std::env::var(CHILD_URL).expect("run by the parent test");
     let pool = PgPoolOptions::new()
-        .max_connections(4)
+        .max_connections(CHILD_KEYS as u32 + 2)
         .connect(&url)
         .await
         .unwrap();
     let exec = Executor::new(PgStore::new(pool), ExecutorConfig::default());
-    let req = request(scope("alice", "killed"), json!({"n": 1}), 1);
-    let _ = exec
-        .execute(req, |tx: &mut TxHandle<PgStore>| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO business_writes (label) VALUES ('child')")
-                    .execute(tx.conn())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                println!("CLAIMED");
-                use std::io::Write;
-                std::io::stdout().flush().unwrap();
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok::<_, String>(TestResponse {
-                    status: 201,
-                    body: "never".into(),
-                    headers: vec![],
+    let attempts: Vec<_> = (0..CHILD_KEYS)
+        .map(|k| {
+            let exec = exec.clone();
+            tokio::spawn(async move {
+                let req = request(scope("alice", &format!("killed-{k}")), json!({"k": k}), 1);
+                exec.execute(req, |tx: &mut TxHandle<PgStore>| {
+                    Box::pin(async move {
+                        sqlx::query("INSERT INTO business_writes (label) VALUES ('child')")
+                            .execute(tx.conn())
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        println!("CLAIMED");
+                        use std::io::Write;
+                        std::io::stdout().flush().unwrap();
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        Ok::<_, String>(TestResponse {
+                            status: 201,
+                            body: "never".into(),
+                            headers: vec![],
+                        })
+                    })
                 })
+                .await
             })
         })
-        .await;
+        .collect();
+    for a in attempts {
+        let _ = a.await;
+    }
 }
 
-/// A process holding a claim (default lease: 10 s expiry, renewed every 2 s) is killed with
-/// SIGKILL mid-handler. Its key is held (409) right after, and executes once the lease lapsed:
-/// between 8 s (the last renewal may be 2 s old) and 10 s plus the retry's poll after the kill,
-/// instead of `stale_claim` (300 s).
+/// A process holding claims on 16 keys (default lease: 5 s expiry, renewed every second) is
+/// killed with SIGKILL mid-handler, a while after it claimed. Its keys are held (409) right
+/// after, and each executes once the lease lapsed: between 4 s (the last renewal may be a second
+/// old) and 5 s plus the retries' poll after the kill, instead of `stale_claim` (300 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_process_loses_its_claims_within_the_lease_expiry() {
-    let (db, pool) = fresh_pg(4).await;
+    let (db, pool) = fresh_pg(CHILD_KEYS as u32 + 4).await;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "leases::child_holder",
@@ -238,39 +250,62 @@ async fn a_killed_process_loses_its_claims_within_the_lease_expiry() {
             .lines()
             .map_while(Result::ok)
             // libtest may print the test's name on the same line first.
-            .any(|line| line.ends_with("CLAIMED"))
+            .filter(|line| line.ends_with("CLAIMED"))
+            .take(CHILD_KEYS)
+            .count()
     });
     let claimed = tokio::time::timeout(Duration::from_secs(60), claimed)
         .await
         .expect("the child claims within a minute")
         .unwrap();
-    assert!(claimed, "the child ended before claiming");
+    assert_eq!(claimed, CHILD_KEYS, "the child ended before claiming");
+    // Let its lease be renewed a few times, so the kill falls between renewals.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     child.kill().expect("SIGKILL");
     let killed = Instant::now();
     child.wait().unwrap();
-    let req = request(scope("alice", "killed"), json!({"n": 1}), 1);
     let env = Env {
         exec: Executor::new(PgStore::new(pool.clone()), retrier()),
         business: pg_business(),
         ledger: Ledger::Pg(pool.clone()),
     };
-    let early = attempt(&env, req.clone(), Plan::created("retry")).await;
+    let req = |k: usize| request(scope("alice", &format!("killed-{k}")), json!({"k": k}), 1);
+    let early = attempt(&env, req(0), Plan::created("retry-0")).await;
     assert_eq!(problem_status(&early), Some(409), "{early:?}");
-    let (disposition, _) = retry_until_executed(&env, &req, "retry", Duration::from_secs(20)).await;
-    let after = killed.elapsed();
-    assert_eq!(disposition, Disposition::TakenOver);
+    let retries: Vec<_> = (0..CHILD_KEYS)
+        .map(|k| {
+            let env = env.clone();
+            tokio::spawn(async move {
+                let label = format!("retry-{k}");
+                let (disposition, _) =
+                    retry_until_executed(&env, &req(k), &label, Duration::from_secs(20)).await;
+                (disposition, killed.elapsed())
+            })
+        })
+        .collect();
+    let mut times = Vec::new();
+    for r in retries {
+        let (disposition, after) = r.await.unwrap();
+        assert_eq!(disposition, Disposition::TakenOver);
+        times.push(after);
+    }
+    times.sort();
+    let (first, last) = (times[0], times[CHILD_KEYS - 1]);
     assert!(
-        after >= Duration::from_secs(7) && after < Duration::from_secs(13),
-        "taken over {after:?} after the kill"
+        first >= Duration::from_secs(3) && last < Duration::from_secs(7),
+        "taken over between {first:?} and {last:?} after the kill"
     );
-    // Exactly one write: the killed process's transaction died with its connection.
+    // Exactly one write per key: the killed process's transactions died with its connections.
     assert_eq!(env.ledger.count("child").await, 0);
-    assert_eq!(env.ledger.count("retry").await, 1);
-    let (state, _) = pg_record(&pool, &req.scope).await.unwrap();
-    assert_eq!(state, "completed");
+    for k in 0..CHILD_KEYS {
+        assert_eq!(env.ledger.count(&format!("retry-{k}")).await, 1);
+        let (state, _) = pg_record(&pool, &req(k).scope).await.unwrap();
+        assert_eq!(state, "completed");
+    }
+    assert!(pg_duplicates(&pool).await.is_empty());
     eprintln!(
-        "kill -9: the stranded key executed {after:?} after the kill (lease expiry 10 s, \
-         renewal 2 s; stale_claim alone: 300 s)"
+        "kill -9: {CHILD_KEYS} stranded keys executed between {first:?} and {last:?} after the \
+         kill (lease expiry 5 s, renewal 1 s; stale_claim alone: 300 s)"
     );
 }
 
