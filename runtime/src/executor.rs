@@ -14,7 +14,8 @@
 //! halfway.
 //!
 //! Each executor is a *holder*: it registers a lease in the store and renews it from a background
-//! task (spawned by [`Executor::new`] inside a Tokio runtime), and its claims name it. A claim
+//! task (spawned by [`Executor::new`] inside a Tokio runtime, beside a second one that retries
+//! failed releases), and its claims name it. A claim
 //! whose holder's lease lapsed (the process died) or ended ([`Executor::shutdown`]) is stale at
 //! once and taken over with a new token; a release that failed (the store was down) is retried
 //! by the same task until the store answers. Correctness never rests on the lease: a taken-over
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use idemgen_protocol::Fingerprint;
 use idemgen_protocol::fingerprint::{CanonicalInput, HS1_TAG};
@@ -362,12 +363,15 @@ impl<S: Store> Clone for Executor<S> {
     }
 }
 
-/// What the clones of one executor share: its lease, and the way to its background task. When
-/// the last clone is dropped the task stops without ending the lease, which then lapses.
+/// What the clones of one executor share: its lease, and the ways to its background tasks. When
+/// the last clone is dropped the tasks stop without ending the lease, which then lapses.
 #[derive(Debug)]
 struct Holder {
     lease: Arc<Lease>,
+    /// To the task retrying failed releases.
     task: Option<mpsc::UnboundedSender<Chore>>,
+    /// Dropped with the last clone: the renewing task then stops.
+    _alive: Option<watch::Sender<()>>,
 }
 
 /// The executor's lease as this process knows it.
@@ -383,6 +387,8 @@ struct Lease {
     ended: AtomicBool,
     /// Failed releases waiting for the store.
     deferred: AtomicUsize,
+    /// Held by each renewal and by the end of the lease, so that no renewal lands after it.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 impl Lease {
@@ -393,7 +399,16 @@ impl Lease {
             .is_some_and(|at| at.elapsed() < within)
     }
 
-    async fn renew<S: Store>(&self, store: &S, expiry: Duration) -> bool {
+    /// Renews the lease unless it was ended, one renewal at a time; `within`: skip it when
+    /// another renewed that recently.
+    async fn renew<S: Store>(&self, store: &S, expiry: Duration, within: Duration) -> bool {
+        let _one = self.renewing.lock().await;
+        if self.ended.load(Ordering::SeqCst) {
+            return false;
+        }
+        if self.renewed_within(within) {
+            return true;
+        }
         let asked = Instant::now();
         match store.renew_lease(self.id, expiry).await {
             Ok(true) => {
@@ -413,31 +428,60 @@ impl Lease {
             }
         }
     }
+
+    /// Ends the lease: no renewal runs after this one starts.
+    async fn end<S: Store>(&self, store: &S) {
+        self.ended.store(true, Ordering::SeqCst);
+        let _one = self.renewing.lock().await;
+        if let Err(e) = store.end_lease(self.id).await {
+            tracing::warn!(error = %e, "ending the executor's lease failed; it lapses");
+        }
+    }
+}
+
+/// Renews the lease every `every` until it ends or the executor is dropped (`alive` closes).
+async fn renew_lease<S: Store>(
+    store: Arc<S>,
+    lease: Arc<Lease>,
+    every: Duration,
+    expiry: Duration,
+    mut alive: watch::Receiver<()>,
+) {
+    loop {
+        if lease.ended.load(Ordering::SeqCst) || lease.unsupported.load(Ordering::SeqCst) {
+            return;
+        }
+        lease.renew(&*store, expiry, Duration::ZERO).await;
+        tokio::select! {
+            _ = alive.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
 }
 
 /// Work for the background task.
 enum Chore {
     /// A release that failed: retry it until the store answers.
     Release(Scope, ClaimToken),
-    /// Retry the failed releases once, end the lease, then stop.
+    /// Retry the failed releases once, then stop.
     Shutdown(oneshot::Sender<()>),
 }
 
-/// The background task of one executor: renews its lease every `lease_renewal` and retries
-/// failed releases with backoff; stops when the executor shuts down or is dropped.
-async fn maintain<S: Store>(
+/// The task of one executor that retries failed releases with backoff; stops when the executor
+/// shuts down or is dropped. Apart from the renewals, so that a release waiting on the store
+/// never delays a renewal.
+async fn retry_failed_releases<S: Store>(
     store: Arc<S>,
     lease: Arc<Lease>,
     mut chores: mpsc::UnboundedReceiver<Chore>,
-    config: ExecutorConfig,
+    stale_claim: Duration,
 ) {
     use tokio::time::Instant as At;
     let mut deferred: Vec<(Scope, ClaimToken, Instant)> = Vec::new();
     let mut backoff = RELEASE_RETRY_MIN;
     let mut next_release: Option<At> = None;
-    let mut next_renewal = At::now();
     loop {
-        let wake = next_release.map_or(next_renewal, |r| r.min(next_renewal));
+        let wake = next_release.unwrap_or_else(|| At::now() + Duration::from_secs(3600));
         tokio::select! {
             chore = chores.recv() => match chore {
                 // Every clone was dropped without a shutdown: stop; the lease lapses.
@@ -450,33 +494,16 @@ async fn maintain<S: Store>(
                     next_release.get_or_insert_with(|| At::now() + backoff);
                 }
                 Some(Chore::Shutdown(done)) => {
-                    retry_releases(&*store, &mut deferred, config.stale_claim).await;
+                    retry_releases(&*store, &mut deferred, stale_claim).await;
                     lease.deferred.store(deferred.len(), Ordering::SeqCst);
-                    lease.ended.store(true, Ordering::SeqCst);
-                    if config.lease_expiry.is_some()
-                        && !lease.unsupported.load(Ordering::SeqCst)
-                        && let Err(e) = store.end_lease(lease.id).await
-                    {
-                        tracing::warn!(error = %e, "ending the executor's lease failed; it lapses");
-                    }
                     let _ = done.send(());
                     return;
                 }
             },
             _ = tokio::time::sleep_until(wake) => {}
         }
-        let now = At::now();
-        if now >= next_renewal {
-            if let Some(expiry) = config.lease_expiry
-                && !lease.unsupported.load(Ordering::SeqCst)
-                && !lease.ended.load(Ordering::SeqCst)
-            {
-                lease.renew(&*store, expiry).await;
-            }
-            next_renewal = At::now() + config.lease_renewal;
-        }
-        if next_release.is_some_and(|at| now >= at) {
-            let all = retry_releases(&*store, &mut deferred, config.stale_claim).await;
+        if next_release.is_some_and(|at| At::now() >= at) {
+            let all = retry_releases(&*store, &mut deferred, stale_claim).await;
             lease.deferred.store(deferred.len(), Ordering::SeqCst);
             backoff = if all {
                 RELEASE_RETRY_MIN
@@ -511,10 +538,10 @@ async fn retry_releases<S: Store>(
 impl<S: Store> Executor<S> {
     /// An executor with the given store and settings.
     ///
-    /// Called inside a Tokio runtime, it spawns the executor's background task there: it
-    /// registers and renews the executor's lease (`lease_expiry`, `lease_renewal`) and retries
-    /// releases that failed. Outside a runtime there is no task: claims name no holder and a
-    /// failed release waits for stale takeover. Call [`Executor::shutdown`] when the service
+    /// Called inside a Tokio runtime, it spawns the executor's two background tasks there: one
+    /// registers and renews the executor's lease (`lease_expiry`, `lease_renewal`), the other
+    /// retries releases that failed. Outside a runtime there are none: claims name no holder and
+    /// a failed release waits for stale takeover. Call [`Executor::shutdown`] when the service
     /// stops.
     pub fn new(store: S, config: ExecutorConfig) -> Executor<S> {
         let store = Arc::new(store);
@@ -524,21 +551,38 @@ impl<S: Store> Executor<S> {
             unsupported: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             deferred: AtomicUsize::new(0),
+            renewing: tokio::sync::Mutex::new(()),
         });
-        let task = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let task = runtime.as_ref().map(|runtime| {
             let (sender, chores) = mpsc::unbounded_channel();
-            runtime.spawn(maintain(
+            runtime.spawn(retry_failed_releases(
                 Arc::clone(&store),
                 Arc::clone(&lease),
                 chores,
-                config.clone(),
+                config.stale_claim,
             ));
             sender
+        });
+        let alive = runtime.zip(config.lease_expiry).map(|(runtime, expiry)| {
+            let (alive, closed) = watch::channel(());
+            runtime.spawn(renew_lease(
+                Arc::clone(&store),
+                Arc::clone(&lease),
+                config.lease_renewal,
+                expiry,
+                closed,
+            ));
+            alive
         });
         Executor {
             store,
             config,
-            holder: Arc::new(Holder { lease, task }),
+            holder: Arc::new(Holder {
+                lease,
+                task,
+                _alive: alive,
+            }),
         }
     }
 
@@ -549,7 +593,9 @@ impl<S: Store> Executor<S> {
     /// the store; bound it with `tokio::time::timeout` if the store may be down (the lease then
     /// lapses after `lease_expiry`). Attempts executed afterwards take claims without a holder.
     pub async fn shutdown(&self) {
-        self.holder.lease.ended.store(true, Ordering::SeqCst);
+        let lease = &self.holder.lease;
+        // From here on claims name no holder, and renewals stop.
+        lease.ended.store(true, Ordering::SeqCst);
         let (done, finished) = oneshot::channel();
         let sent = self
             .holder
@@ -558,8 +604,9 @@ impl<S: Store> Executor<S> {
             .is_some_and(|task| task.send(Chore::Shutdown(done)).is_ok());
         if sent {
             let _ = finished.await;
-        } else if self.config.lease_expiry.is_some() {
-            let _ = self.store.end_lease(self.holder.lease.id).await;
+        }
+        if self.config.lease_expiry.is_some() && !lease.unsupported.load(Ordering::SeqCst) {
+            lease.end(&*self.store).await;
         }
     }
 
@@ -583,7 +630,8 @@ impl<S: Store> Executor<S> {
         if lease.ended.load(Ordering::SeqCst) || lease.unsupported.load(Ordering::SeqCst) {
             return None;
         }
-        if !lease.renewed_within(expiry / 2) && !lease.renew(&*self.store, expiry).await {
+        if !lease.renewed_within(expiry / 2) && !lease.renew(&*self.store, expiry, expiry / 2).await
+        {
             return None;
         }
         Some(lease.id)
