@@ -392,11 +392,15 @@ struct Lease {
 }
 
 impl Lease {
-    fn renewed_within(&self, within: Duration) -> bool {
-        self.renewed
+    fn renewed_at(&self) -> Option<Instant> {
+        *self
+            .renewed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some_and(|at| at.elapsed() < within)
+    }
+
+    fn renewed_within(&self, within: Duration) -> bool {
+        self.renewed_at().is_some_and(|at| at.elapsed() < within)
     }
 
     /// Renews the lease unless it was ended, one renewal at a time; `within`: skip it when
@@ -489,6 +493,8 @@ async fn retry_failed_releases<S: Store>(
                 Some(Chore::Release(scope, token)) => {
                     if deferred.len() < MAX_DEFERRED_RELEASES {
                         deferred.push((scope, token, Instant::now()));
+                    } else {
+                        tracing::warn!("too many failed releases remembered; this claim waits for takeover");
                     }
                     lease.deferred.store(deferred.len(), Ordering::SeqCst);
                     next_release.get_or_insert_with(|| At::now() + backoff);
@@ -622,17 +628,22 @@ impl<S: Store> Executor<S> {
         self.holder.lease.deferred.load(Ordering::SeqCst)
     }
 
-    /// The holder a claim names: this executor's lease, renewed first when the background task
-    /// has not done so lately (at start, after an outage). `None` without a lease.
+    /// The holder a claim names: this executor's lease, registered first if no renewal has
+    /// succeeded yet. `None` without a lease, and while the last renewal is older than three
+    /// quarters of the expiry (renewals failing: the lease may have lapsed, and a claim naming it
+    /// would be stale at once; such a claim keeps the stale-claim rule). Only the first claims
+    /// wait for a renewal, so an outage never costs a claim two timeouts.
     async fn claim_holder(&self) -> Option<HolderId> {
         let expiry = self.config.lease_expiry?;
         let lease = &self.holder.lease;
         if lease.ended.load(Ordering::SeqCst) || lease.unsupported.load(Ordering::SeqCst) {
             return None;
         }
-        if !lease.renewed_within(expiry / 2) && !lease.renew(&*self.store, expiry, expiry / 2).await
-        {
-            return None;
+        match lease.renewed_at() {
+            None if !lease.renew(&*self.store, expiry, expiry / 2).await => return None,
+            None => {}
+            Some(at) if at.elapsed() < expiry * 3 / 4 => {}
+            Some(_) => return None,
         }
         Some(lease.id)
     }
