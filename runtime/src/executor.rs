@@ -12,11 +12,23 @@
 //! runs, and the completed record is inserted before the commit; the primary key stays the final
 //! arbiter. Attempts run in their own task, so a client that disconnects does not cancel a write
 //! halfway.
+//!
+//! Each executor is a *holder*: it registers a lease in the store and renews it from a background
+//! task (spawned by [`Executor::new`] inside a Tokio runtime, beside a second one that retries
+//! failed releases), and its claims name it. A claim
+//! whose holder's lease lapsed (the process died) or ended ([`Executor::shutdown`]) is stale at
+//! once and taken over with a new token; a release that failed (the store was down) is retried
+//! by the same task until the store answers. Correctness never rests on the lease: a taken-over
+//! holder's completion fails on its token and its write rolls back (protocol.md, "Durability of
+//! claims").
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot, watch};
 
 use idemgen_protocol::Fingerprint;
 use idemgen_protocol::fingerprint::{CanonicalInput, HS1_TAG};
@@ -27,8 +39,8 @@ use crate::operation::Idempotent;
 use crate::problem::{Problem, ProblemKind};
 use crate::response::{CodecError, EncodedResponse, StoredResponse};
 use crate::store::{
-    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, Record, RecordState, Scope, Store,
-    StoreError,
+    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, Record, RecordState,
+    Scope, Store, StoreError,
 };
 
 /// Where the reservation of a key lives.
@@ -52,10 +64,21 @@ pub struct ExecutorConfig {
     pub strategy: Strategy,
     /// How long a duplicate waits for an in-flight attempt before answering 409.
     pub in_flight_wait: Duration,
-    /// A claim older than this is taken over. Must exceed the slowest handler.
+    /// A claim older than this is taken over. Must exceed the slowest handler. Claims of a
+    /// holder whose lease lapsed are taken over sooner (`lease_expiry`).
     pub stale_claim: Duration,
     /// How long completed records are kept; `None` keeps them forever (the default).
     pub retention: Option<Duration>,
+    /// How often the background task renews the executor's lease (default 1 s); releases that
+    /// failed are retried with their own backoff (50 ms doubling to 1 s).
+    pub lease_renewal: Duration,
+    /// A claim whose holder has not renewed its lease for this long (by the store's clock) is
+    /// stale at once: a process that died frees its keys between `lease_expiry - lease_renewal`
+    /// and `lease_expiry` after its last renewal instead of after `stale_claim` (default 5 s:
+    /// inside the generated client's retries of one call, see protocol.md, "Durability of
+    /// claims"; keep it several `lease_renewal`s). `None`: no lease, claims go stale after
+    /// `stale_claim` only.
+    pub lease_expiry: Option<Duration>,
 }
 
 impl Default for ExecutorConfig {
@@ -65,9 +88,17 @@ impl Default for ExecutorConfig {
             in_flight_wait: Duration::from_secs(1),
             stale_claim: Duration::from_secs(300),
             retention: None,
+            lease_renewal: Duration::from_secs(1),
+            lease_expiry: Some(Duration::from_secs(5)),
         }
     }
 }
+
+/// The first and the longest pause between retries of releases that failed.
+const RELEASE_RETRY_MIN: Duration = Duration::from_millis(50);
+const RELEASE_RETRY_MAX: Duration = Duration::from_secs(1);
+/// At most this many failed releases are remembered; beyond, a claim waits for takeover.
+const MAX_DEFERRED_RELEASES: usize = 10_000;
 
 /// One idempotent request, as the generated code describes it.
 #[derive(Debug, Clone)]
@@ -319,6 +350,7 @@ pub type HandlerFuture<'a, R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + S
 pub struct Executor<S: Store> {
     store: Arc<S>,
     config: ExecutorConfig,
+    holder: Arc<Holder>,
 }
 
 impl<S: Store> Clone for Executor<S> {
@@ -326,17 +358,294 @@ impl<S: Store> Clone for Executor<S> {
         Self {
             store: self.store.clone(),
             config: self.config.clone(),
+            holder: self.holder.clone(),
         }
     }
 }
 
+/// What the clones of one executor share: its lease, and the ways to its background tasks. When
+/// the last clone is dropped the tasks stop without ending the lease, which then lapses.
+#[derive(Debug)]
+struct Holder {
+    lease: Arc<Lease>,
+    /// To the task retrying failed releases.
+    task: Option<mpsc::UnboundedSender<Chore>>,
+    /// Dropped with the last clone: the renewing task then stops.
+    _alive: Option<watch::Sender<()>>,
+}
+
+/// The executor's lease as this process knows it.
+#[derive(Debug)]
+struct Lease {
+    id: HolderId,
+    /// When the store last confirmed a renewal (this process's monotonic clock, used only to
+    /// decide when to renew before a claim; the store judges expiry by its own clock).
+    renewed: Mutex<Option<Instant>>,
+    /// The store keeps no leases (its `renew_lease` answered false).
+    unsupported: AtomicBool,
+    /// Ended by [`Executor::shutdown`]: claims name no holder any more.
+    ended: AtomicBool,
+    /// Failed releases waiting for the store.
+    deferred: AtomicUsize,
+    /// Held by each renewal and by the end of the lease, so that no renewal lands after it.
+    renewing: tokio::sync::Mutex<()>,
+}
+
+impl Lease {
+    fn renewed_at(&self) -> Option<Instant> {
+        *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn renewed_within(&self, within: Duration) -> bool {
+        self.renewed_at().is_some_and(|at| at.elapsed() < within)
+    }
+
+    /// Renews the lease unless it was ended, one renewal at a time; `within`: skip it when
+    /// another renewed that recently.
+    async fn renew<S: Store>(&self, store: &S, expiry: Duration, within: Duration) -> bool {
+        let _one = self.renewing.lock().await;
+        if self.ended.load(Ordering::SeqCst) {
+            return false;
+        }
+        if self.renewed_within(within) {
+            return true;
+        }
+        let asked = Instant::now();
+        match store.renew_lease(self.id, expiry).await {
+            Ok(true) => {
+                *self
+                    .renewed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(asked);
+                true
+            }
+            Ok(false) => {
+                self.unsupported.store(true, Ordering::SeqCst);
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "renewing the executor's lease failed");
+                false
+            }
+        }
+    }
+
+    /// Ends the lease: no renewal runs after this one starts.
+    async fn end<S: Store>(&self, store: &S) {
+        self.ended.store(true, Ordering::SeqCst);
+        let _one = self.renewing.lock().await;
+        if let Err(e) = store.end_lease(self.id).await {
+            tracing::warn!(error = %e, "ending the executor's lease failed; it lapses");
+        }
+    }
+}
+
+/// Renews the lease every `every` until it ends or the executor is dropped (`alive` closes).
+async fn renew_lease<S: Store>(
+    store: Arc<S>,
+    lease: Arc<Lease>,
+    every: Duration,
+    expiry: Duration,
+    mut alive: watch::Receiver<()>,
+) {
+    loop {
+        if lease.ended.load(Ordering::SeqCst) || lease.unsupported.load(Ordering::SeqCst) {
+            return;
+        }
+        lease.renew(&*store, expiry, Duration::ZERO).await;
+        tokio::select! {
+            _ = alive.changed() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Work for the background task.
+enum Chore {
+    /// A release that failed: retry it until the store answers.
+    Release(Scope, ClaimToken),
+    /// Retry the failed releases once, then stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// The task of one executor that retries failed releases with backoff; stops when the executor
+/// shuts down or is dropped. Apart from the renewals, so that a release waiting on the store
+/// never delays a renewal.
+async fn retry_failed_releases<S: Store>(
+    store: Arc<S>,
+    lease: Arc<Lease>,
+    mut chores: mpsc::UnboundedReceiver<Chore>,
+    stale_claim: Duration,
+) {
+    use tokio::time::Instant as At;
+    let mut deferred: Vec<(Scope, ClaimToken, Instant)> = Vec::new();
+    let mut backoff = RELEASE_RETRY_MIN;
+    let mut next_release: Option<At> = None;
+    loop {
+        let wake = next_release.unwrap_or_else(|| At::now() + Duration::from_secs(3600));
+        tokio::select! {
+            chore = chores.recv() => match chore {
+                // Every clone was dropped without a shutdown: stop; the lease lapses.
+                None => return,
+                Some(Chore::Release(scope, token)) => {
+                    if deferred.len() < MAX_DEFERRED_RELEASES {
+                        deferred.push((scope, token, Instant::now()));
+                    } else {
+                        tracing::warn!("too many failed releases remembered; this claim waits for takeover");
+                    }
+                    lease.deferred.store(deferred.len(), Ordering::SeqCst);
+                    next_release.get_or_insert_with(|| At::now() + backoff);
+                }
+                Some(Chore::Shutdown(done)) => {
+                    retry_releases(&*store, &mut deferred, stale_claim).await;
+                    lease.deferred.store(deferred.len(), Ordering::SeqCst);
+                    let _ = done.send(());
+                    return;
+                }
+            },
+            _ = tokio::time::sleep_until(wake) => {}
+        }
+        if next_release.is_some_and(|at| At::now() >= at) {
+            let all = retry_releases(&*store, &mut deferred, stale_claim).await;
+            lease.deferred.store(deferred.len(), Ordering::SeqCst);
+            backoff = if all {
+                RELEASE_RETRY_MIN
+            } else {
+                (backoff * 2).min(RELEASE_RETRY_MAX)
+            };
+            next_release = (!deferred.is_empty()).then(|| At::now() + backoff);
+        }
+    }
+}
+
+/// Retries the failed releases, oldest first, until one fails; forgets those older than
+/// `stale_claim` (stale anyway). Returns whether every one went through. A release is guarded by
+/// its token, so one whose claim was taken over meanwhile deletes nothing.
+async fn retry_releases<S: Store>(
+    store: &S,
+    deferred: &mut Vec<(Scope, ClaimToken, Instant)>,
+    stale_claim: Duration,
+) -> bool {
+    deferred.retain(|(_, _, since)| since.elapsed() < stale_claim);
+    while let Some((scope, token, _)) = deferred.first() {
+        if let Err(e) = store.release(scope, *token).await {
+            tracing::debug!(error = %e, "retrying a release failed; trying again later");
+            return false;
+        }
+        tracing::info!("a claim whose release had failed was released");
+        deferred.remove(0);
+    }
+    true
+}
+
 impl<S: Store> Executor<S> {
     /// An executor with the given store and settings.
+    ///
+    /// Called inside a Tokio runtime, it spawns the executor's two background tasks there: one
+    /// registers and renews the executor's lease (`lease_expiry`, `lease_renewal`), the other
+    /// retries releases that failed. Outside a runtime there are none: claims name no holder and
+    /// a failed release waits for stale takeover. Call [`Executor::shutdown`] when the service
+    /// stops.
     pub fn new(store: S, config: ExecutorConfig) -> Executor<S> {
+        let store = Arc::new(store);
+        let lease = Arc::new(Lease {
+            id: HolderId::generate(),
+            renewed: Mutex::new(None),
+            unsupported: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            deferred: AtomicUsize::new(0),
+            renewing: tokio::sync::Mutex::new(()),
+        });
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let task = runtime.as_ref().map(|runtime| {
+            let (sender, chores) = mpsc::unbounded_channel();
+            runtime.spawn(retry_failed_releases(
+                Arc::clone(&store),
+                Arc::clone(&lease),
+                chores,
+                config.stale_claim,
+            ));
+            sender
+        });
+        let alive = runtime.zip(config.lease_expiry).map(|(runtime, expiry)| {
+            let (alive, closed) = watch::channel(());
+            runtime.spawn(renew_lease(
+                Arc::clone(&store),
+                Arc::clone(&lease),
+                config.lease_renewal,
+                expiry,
+                closed,
+            ));
+            alive
+        });
         Executor {
-            store: Arc::new(store),
+            store,
             config,
+            holder: Arc::new(Holder {
+                lease,
+                task,
+                _alive: alive,
+            }),
         }
+    }
+
+    /// Shuts the executor down cleanly: retries once the releases that failed, then ends its
+    /// lease, so the claims it still holds are stale at once and the next attempt of each key
+    /// takes it over (instead of waiting for the lease to lapse). Call it after serving has
+    /// drained (an attempt still running loses its claim and its write rolls back). It waits for
+    /// the store; bound it with `tokio::time::timeout` if the store may be down (the lease then
+    /// lapses after `lease_expiry`). Attempts executed afterwards take claims without a holder.
+    pub async fn shutdown(&self) {
+        let lease = &self.holder.lease;
+        // From here on claims name no holder, and renewals stop.
+        lease.ended.store(true, Ordering::SeqCst);
+        let (done, finished) = oneshot::channel();
+        let sent = self
+            .holder
+            .task
+            .as_ref()
+            .is_some_and(|task| task.send(Chore::Shutdown(done)).is_ok());
+        if sent {
+            let _ = finished.await;
+        }
+        if self.config.lease_expiry.is_some() && !lease.unsupported.load(Ordering::SeqCst) {
+            lease.end(&*self.store).await;
+        }
+    }
+
+    /// The id of this executor's lease, which its claims name (`holder_id` in the records and
+    /// in `idempotency_holders`).
+    pub fn holder_id(&self) -> HolderId {
+        self.holder.lease.id
+    }
+
+    /// How many failed releases wait for the store (for tests and diagnostics).
+    #[doc(hidden)]
+    pub fn deferred_releases(&self) -> usize {
+        self.holder.lease.deferred.load(Ordering::SeqCst)
+    }
+
+    /// The holder a claim names: this executor's lease, registered first if no renewal has
+    /// succeeded yet. `None` without a lease, and while the last renewal is older than three
+    /// quarters of the expiry (renewals failing: the lease may have lapsed, and a claim naming it
+    /// would be stale at once; such a claim keeps the stale-claim rule). Only the first claims
+    /// wait for a renewal, so an outage never costs a claim two timeouts.
+    async fn claim_holder(&self) -> Option<HolderId> {
+        let expiry = self.config.lease_expiry?;
+        let lease = &self.holder.lease;
+        if lease.ended.load(Ordering::SeqCst) || lease.unsupported.load(Ordering::SeqCst) {
+            return None;
+        }
+        match lease.renewed_at() {
+            None if !lease.renew(&*self.store, expiry, expiry / 2).await => return None,
+            None => {}
+            Some(at) if at.elapsed() < expiry * 3 / 4 => {}
+            Some(_) => return None,
+        }
+        Some(lease.id)
     }
 
     /// The store.
@@ -391,7 +700,7 @@ impl<S: Store> Executor<S> {
             Ok(result) => result,
             Err(join) => {
                 // The handler panicked: its transaction was dropped (rolled back); free the key.
-                let _ = self.store.release(&scope, token).await;
+                self.release_quiet(&scope, token).await;
                 Err(Problem::new(ProblemKind::Internal)
                     .with_internal(format!("idempotent attempt panicked: {join}"))
                     .into())
@@ -403,12 +712,14 @@ impl<S: Store> Executor<S> {
         &self,
         request: &'r IdempotentRequest,
         token: ClaimToken,
+        holder: Option<HolderId>,
     ) -> ClaimRequest<'r> {
         ClaimRequest {
             scope: &request.scope,
             fingerprint: &request.fingerprint,
             fingerprint_version: request.fingerprint_version,
             token,
+            holder,
             stale_after: self.config.stale_claim,
             retention: request.retention.or(self.config.retention),
         }
@@ -427,8 +738,9 @@ impl<S: Store> Executor<S> {
         let mut request = request;
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
+        let holder = self.claim_holder().await;
         let taken_over = loop {
-            let claim = self.claim_request(&request, token);
+            let claim = self.claim_request(&request, token, holder);
             let outcome = self.store.claim(&claim).await.map_err(unavailable)?;
             match outcome {
                 ClaimOutcome::Claimed { taken_over } => break taken_over,
@@ -467,7 +779,7 @@ impl<S: Store> Executor<S> {
         let mut pause = Duration::from_millis(5);
         let tx = loop {
             let gate = {
-                let claim = self.claim_request(&request, token);
+                let claim = self.claim_request(&request, token, None);
                 self.store.begin_gated(&claim).await.map_err(unavailable)?
             };
             match gate {
@@ -566,7 +878,7 @@ impl<S: Store> Executor<S> {
                     .await
             }
             Hold::Gate => {
-                let claim = self.claim_request(request, token);
+                let claim = self.claim_request(request, token, None);
                 self.store
                     .insert_completed(&mut tx, &claim, &stored, resource_ref.as_deref())
                     .await
@@ -716,10 +1028,20 @@ impl<S: Store> Executor<S> {
         }
     }
 
-    /// Frees this attempt's claim; a failure leaves it for stale takeover.
+    /// Frees this attempt's claim; a failure is retried by the background task until the
+    /// store answers (without a task, the claim waits for stale takeover).
     async fn release_quiet(&self, scope: &Scope, token: ClaimToken) {
         if let Err(e) = self.store.release(scope, token).await {
-            tracing::warn!(error = %e, "releasing a claim failed; it will be taken over when stale");
+            let deferred = self
+                .holder
+                .task
+                .as_ref()
+                .is_some_and(|task| task.send(Chore::Release(scope.clone(), token)).is_ok());
+            if deferred {
+                tracing::warn!(error = %e, "releasing a claim failed; retrying in the background");
+            } else {
+                tracing::warn!(error = %e, "releasing a claim failed; it will be taken over when stale");
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use async_trait::async_trait;
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, Record, RecordState, Scope};
+use super::{ClaimToken, HolderId, Record, RecordState, Scope};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -21,6 +21,8 @@ struct Entry {
     fingerprint_version: Option<i16>,
     token: Option<ClaimToken>,
     claimed_at: Instant,
+    /// The holder (executor lease) the claim was taken for.
+    holder: Option<HolderId>,
     response: Option<StoredResponse>,
     resource_ref: Option<String>,
     expires_at: Option<SystemTime>,
@@ -41,12 +43,19 @@ struct Completion {
 
 type Gates = Arc<Mutex<HashSet<Scope>>>;
 
+/// Holder leases: when each lapses (this process's monotonic clock: the store and every executor
+/// on it share it). An ended lease is removed, which counts as expired.
+type Leases = HashMap<HolderId, Instant>;
+
 /// The in-memory store.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     records: Arc<Mutex<HashMap<Scope, Entry>>>,
     /// Keys whose gate an open transaction holds (PostgreSQL's advisory transaction locks).
     gates: Gates,
+    /// Holder leases, as PostgreSQL's `idempotency_holders`: executors sharing one store (tests
+    /// of several processes) see each other's claims go stale when a lease lapses.
+    leases: Arc<Mutex<Leases>>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -114,8 +123,15 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    fn leases(&self) -> MutexGuard<'_, Leases> {
+        self.leases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn claim_locked(
         records: &mut HashMap<Scope, Entry>,
+        leases: &Leases,
         request: &ClaimRequest<'_>,
         uncommitted: bool,
     ) -> ClaimOutcome {
@@ -125,6 +141,7 @@ impl MemoryStore {
             fingerprint_version: Some(request.fingerprint_version),
             token: Some(request.token),
             claimed_at: Instant::now(),
+            holder: request.holder,
             response: None,
             resource_ref: None,
             expires_at: request.retention.map(|r| SystemTime::now() + r),
@@ -136,7 +153,7 @@ impl MemoryStore {
                 ClaimOutcome::Claimed { taken_over: false }
             }
             Some(entry) => {
-                let record = to_record(entry, request.stale_after);
+                let record = to_record(entry, request.stale_after, leases);
                 let same = entry.fingerprint.as_ref() == Some(request.fingerprint)
                     && entry.fingerprint_version == Some(request.fingerprint_version);
                 if record.state == RecordState::Claimed
@@ -146,6 +163,7 @@ impl MemoryStore {
                 {
                     entry.token = Some(request.token);
                     entry.claimed_at = Instant::now();
+                    entry.holder = request.holder;
                     ClaimOutcome::Claimed { taken_over: true }
                 } else {
                     ClaimOutcome::Existing(record)
@@ -155,13 +173,17 @@ impl MemoryStore {
     }
 }
 
-fn to_record(entry: &Entry, stale_after: Duration) -> Record {
+fn to_record(entry: &Entry, stale_after: Duration, leases: &Leases) -> Record {
+    let lapsed = entry
+        .holder
+        .is_some_and(|h| leases.get(&h).is_none_or(|until| *until <= Instant::now()));
     Record {
         state: entry.state,
         fingerprint: entry.fingerprint.clone(),
         fingerprint_version: entry.fingerprint_version,
         claim_token: entry.token,
-        stale: entry.state == RecordState::Claimed && entry.claimed_at.elapsed() > stale_after,
+        stale: entry.state == RecordState::Claimed
+            && (entry.claimed_at.elapsed() > stale_after || lapsed),
         response: entry.response.clone(),
     }
 }
@@ -171,7 +193,13 @@ impl Store for MemoryStore {
     type Tx = MemoryTx;
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
-        Ok(Self::claim_locked(&mut self.lock(), request, false))
+        let mut records = self.lock();
+        Ok(Self::claim_locked(
+            &mut records,
+            &self.leases(),
+            request,
+            false,
+        ))
     }
 
     async fn begin(&self) -> Result<MemoryTx, StoreError> {
@@ -191,7 +219,11 @@ impl Store for MemoryStore {
             if entry.uncommitted {
                 return Ok(Gate::Busy);
             }
-            return Ok(Gate::Existing(Some(to_record(entry, request.stale_after))));
+            return Ok(Gate::Existing(Some(to_record(
+                entry,
+                request.stale_after,
+                &self.leases(),
+            ))));
         }
         gates.insert(request.scope.clone());
         let mut tx = MemoryTx::default();
@@ -211,7 +243,7 @@ impl Store for MemoryStore {
             return Ok(false);
         }
         // Held, invisible to reads, until the transaction commits (PostgreSQL's uncommitted row).
-        Self::claim_locked(&mut records, request, true);
+        Self::claim_locked(&mut records, &self.leases(), request, true);
         tx.reservations.push(request.scope.clone());
         tx.completions.push(Completion {
             scope: request.scope.clone(),
@@ -319,11 +351,12 @@ impl Store for MemoryStore {
         scope: &Scope,
         stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
-        Ok(self
-            .lock()
+        let records = self.lock();
+        let leases = self.leases();
+        Ok(records
             .get(scope)
             .filter(|e| !e.uncommitted)
-            .map(|e| to_record(e, stale_after)))
+            .map(|e| to_record(e, stale_after, &leases)))
     }
 
     async fn tombstone_resource(
@@ -349,6 +382,20 @@ impl Store for MemoryStore {
             resource_ref.to_owned(),
         ));
         Ok(count as u64)
+    }
+
+    async fn renew_lease(
+        &self,
+        holder: HolderId,
+        expires_after: Duration,
+    ) -> Result<bool, StoreError> {
+        self.leases().insert(holder, Instant::now() + expires_after);
+        Ok(true)
+    }
+
+    async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
+        self.leases().remove(&holder);
+        Ok(())
     }
 
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
@@ -393,6 +440,7 @@ mod tests {
             fingerprint: &fp,
             fingerprint_version: 1,
             token,
+            holder: None,
             stale_after: Duration::from_secs(60),
             retention: None,
         };

@@ -17,7 +17,7 @@ mod record;
 
 pub use memory::{MemoryStore, MemoryTx};
 pub use postgres::{PgStore, PgTx};
-pub use record::{ClaimToken, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
+pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 
 /// What an attempt asks for when it claims a key.
 #[derive(Debug, Clone)]
@@ -30,7 +30,10 @@ pub struct ClaimRequest<'a> {
     pub fingerprint_version: i16,
     /// The attempt's token.
     pub token: ClaimToken,
-    /// A claim older than this may be taken over.
+    /// The holder (the executor's lease) the claim is taken for; `None`: no lease, the claim
+    /// goes stale after `stale_after` only.
+    pub holder: Option<HolderId>,
+    /// A claim older than this may be taken over (and so may one whose holder's lease expired).
     pub stale_after: Duration,
     /// How long the record is kept (its expiry is set when the key is claimed, so completing a
     /// record changes no indexed column); `None` keeps it forever.
@@ -155,6 +158,25 @@ pub trait Store: Send + Sync + 'static {
         operation: &str,
         resource_ref: &str,
     ) -> Result<u64, StoreError>;
+
+    /// Registers or renews the lease of `holder` until `expires_after` from now, by the store's
+    /// clock. Returns whether the store keeps leases: while it does, a claim naming `holder`
+    /// whose lease has not been renewed within `expires_after` (or was ended) is stale at once.
+    /// The default keeps none (claims go stale after `stale_after` only).
+    async fn renew_lease(
+        &self,
+        holder: HolderId,
+        expires_after: Duration,
+    ) -> Result<bool, StoreError> {
+        let _ = (holder, expires_after);
+        Ok(false)
+    }
+
+    /// Ends the lease of `holder` (a clean shutdown): its remaining claims are stale at once.
+    async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
+        let _ = holder;
+        Ok(())
+    }
 
     /// Deletes up to `batch_size` expired records without waiting on locked rows; returns how
     /// many were deleted.

@@ -10,7 +10,7 @@ use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr
 use sqlx_core::transaction::TransactionManager;
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, Record, RecordState, Scope, gate_key};
+use super::{ClaimToken, HolderId, Record, RecordState, Scope, gate_key};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -158,44 +158,88 @@ pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
     }
 }
 
+/// Whether a record is a stale claim, given the placeholder of the stale-claim timeout in
+/// seconds: claimed longer ago than that, or claimed for a holder whose lease has expired or
+/// ended (protocol.md, "Durability of claims"). Both by the database clock. A claim without a
+/// holder (an earlier release's, or an executor's without a lease) has the timeout only.
+macro_rules! stale {
+    ($secs:literal) => {
+        concat!(
+            "(state = 'claimed'
+              AND (claimed_at < clock_timestamp() - make_interval(secs => ",
+            $secs,
+            ")
+                   OR (holder_id IS NOT NULL
+                       AND NOT EXISTS (SELECT 1 FROM idempotency_holders h
+                                        WHERE h.holder_id = idempotency_records.holder_id
+                                          AND h.expires_at > clock_timestamp()))))"
+        )
+    };
+}
+
 /// Every statement finds a record by its key, `scope_hash` (protocol.md, "Record key"), bound
 /// as `$1`: one 32-byte primary key instead of four text columns.
-const SELECT_RECORD: &str = "SELECT state, fingerprint, fingerprint_version, claim_token,
-        (state = 'claimed' AND claimed_at < clock_timestamp() - make_interval(secs => $2)) AS stale,
+const SELECT_RECORD: &str = concat!(
+    "SELECT state, fingerprint, fingerprint_version, claim_token, ",
+    stale!("$2"),
+    " AS stale,
         response_status, response_headers, response_body
    FROM idempotency_records
-  WHERE scope_hash = $1";
+  WHERE scope_hash = $1"
+);
 
 /// One round trip for both outcomes: read the record that holds the key, and insert the claim
 /// only when there is none, so replays and duplicates write nothing (no tuple, no transaction
 /// id). `inserted` false with no record: the holder committed after this statement's snapshot
 /// or released its claim; the caller asks again. The expiry is set here, with the claim, so that
 /// completing the record changes no indexed column.
-const CLAIM: &str = "WITH existing AS (
-        SELECT state, fingerprint, fingerprint_version, claim_token,
-               (state = 'claimed' AND claimed_at < clock_timestamp() - make_interval(secs => $8))
-                   AS stale,
+/// The holder's lease is looked up inside the same statement (a claim of a holder whose lease
+/// lapsed is reported stale), so claiming stays one round trip.
+const CLAIM: &str = concat!(
+    "WITH existing AS (
+        SELECT state, fingerprint, fingerprint_version, claim_token, ",
+    stale!("$8"),
+    " AS stale,
                response_status, response_headers, response_body
           FROM idempotency_records
          WHERE scope_hash = $1),
      ins AS (
         INSERT INTO idempotency_records
             (scope_hash, owner, operation, resource_scope, idempotency_key, state, fingerprint,
-             fingerprint_version, claim_token, claimed_at, expires_at)
+             fingerprint_version, claim_token, claimed_at, expires_at, holder_id)
         SELECT $1, $2, $3, $4, $5, 'claimed', $6, $7, $9, clock_timestamp(),
-               clock_timestamp() + make_interval(secs => $10)
+               clock_timestamp() + make_interval(secs => $10), $11
          WHERE NOT EXISTS (SELECT 1 FROM existing)
         ON CONFLICT DO NOTHING
         RETURNING 1)
      SELECT EXISTS (SELECT 1 FROM ins) AS inserted, e.*
        FROM (SELECT 1) AS one
-       LEFT JOIN existing e ON true";
+       LEFT JOIN existing e ON true"
+);
 
-const TAKE_OVER: &str = "UPDATE idempotency_records
-        SET claim_token = $4, claimed_at = clock_timestamp()
+/// A takeover installs the taker's token and holder, guarded by the old token and by the claim
+/// still being stale (its age, or its holder's lease), judged again under the row lock.
+const TAKE_OVER: &str = concat!(
+    "UPDATE idempotency_records
+        SET claim_token = $4, claimed_at = clock_timestamp(), holder_id = $7
       WHERE scope_hash = $1 AND state = 'claimed' AND fingerprint = $2
         AND fingerprint_version = $3 AND claim_token = $5
-        AND claimed_at < clock_timestamp() - make_interval(secs => $6)";
+        AND ",
+    stale!("$6")
+);
+
+/// Registers or renews a holder's lease, by the database clock; in the same statement, drops
+/// leases that lapsed more than an hour ago (their claims are stale either way: a missing lease
+/// counts as expired).
+const RENEW_LEASE: &str = "WITH purged AS (
+        DELETE FROM idempotency_holders
+         WHERE expires_at < clock_timestamp() - interval '1 hour' AND holder_id <> $1)
+     INSERT INTO idempotency_holders (holder_id, heartbeat_at, expires_at)
+     VALUES ($1, clock_timestamp(), clock_timestamp() + make_interval(secs => $2))
+     ON CONFLICT (holder_id) DO UPDATE
+        SET heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at";
+
+const END_LEASE: &str = "DELETE FROM idempotency_holders WHERE holder_id = $1";
 
 /// The separate-claim completion, guarded by the claim token.
 const COMPLETE: &str = "UPDATE idempotency_records
@@ -308,6 +352,7 @@ async fn claim_on(
             .bind(secs(request.stale_after))
             .bind(request.token.0)
             .bind(request.retention.map(secs))
+            .bind(request.holder.map(|h| h.0))
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
@@ -336,6 +381,7 @@ async fn claim_on(
                 .bind(request.token.0)
                 .bind(old)
                 .bind(secs(request.stale_after))
+                .bind(request.holder.map(|h| h.0))
                 .execute(&mut *conn)
                 .await
                 .map_err(classify)?;
@@ -506,6 +552,29 @@ impl Store for PgStore {
         resource_ref: &str,
     ) -> Result<u64, StoreError> {
         Self::tombstone_resource_on(tx.conn(), owner, operation, resource_ref).await
+    }
+
+    async fn renew_lease(
+        &self,
+        holder: HolderId,
+        expires_after: Duration,
+    ) -> Result<bool, StoreError> {
+        sqlx::query(RENEW_LEASE)
+            .bind(holder.0)
+            .bind(secs(expires_after))
+            .execute(&self.claim_pool)
+            .await
+            .map_err(classify)?;
+        Ok(true)
+    }
+
+    async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
+        sqlx::query(END_LEASE)
+            .bind(holder.0)
+            .execute(&self.claim_pool)
+            .await
+            .map_err(classify)?;
+        Ok(())
     }
 
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {

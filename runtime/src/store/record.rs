@@ -83,6 +83,18 @@ impl ClaimToken {
     }
 }
 
+/// The id of a holder: one executor's lease (protocol.md, "Durability of claims"). Claims name
+/// the holder that took them; a claim whose holder's lease has expired or ended is stale at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HolderId(pub Uuid);
+
+impl HolderId {
+    /// A fresh random holder id.
+    pub fn generate() -> HolderId {
+        HolderId(Uuid::new_v4())
+    }
+}
+
 /// The lifecycle state of a record (protocol.md, "Records").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordState {

@@ -556,6 +556,7 @@ async fn stale_hs1_claim_is_taken_over_and_keeps_hs1<S: Store + Clone>(env: Env<
             fingerprint: &hs1,
             fingerprint_version: 1,
             token: ClaimToken::generate(),
+            holder: None,
             stale_after: cfg.stale_claim,
             retention: None,
         })

@@ -63,6 +63,7 @@ async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
             fingerprint: &req.fingerprint,
             fingerprint_version: 1,
             token: ClaimToken::generate(),
+            holder: None,
             stale_after: std::time::Duration::from_secs(300),
             retention: None,
         };

@@ -241,6 +241,7 @@ async fn run_schedule<W: World>(
                     fingerprint: &req.fingerprint,
                     fingerprint_version: req.fingerprint_version,
                     token: ClaimToken::generate(),
+                    holder: None,
                     stale_after: STALE,
                     retention: None,
                 };

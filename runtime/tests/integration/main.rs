@@ -35,6 +35,10 @@ mod failover;
 /// replay that writes nothing, the primary key as the final arbiter.
 mod schema;
 
+/// Holder leases: claims of a killed or shut-down executor, releases retried after an outage, a
+/// live holder whose lease expires under it.
+mod leases;
+
 /// Random schedules of attempts, takeovers, failures, panics, zombies and orphaned claims.
 mod interleavings;
 

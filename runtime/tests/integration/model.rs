@@ -1,6 +1,9 @@
 //! The protocol as a model, checked exhaustively with stateright: both strategies, stale
-//! takeovers, crashes, failed handlers and releases, lost commit acknowledgements, and a delete
-//! that tombstones the created resource, for one key and three attempts of the same request.
+//! takeovers, holder leases that lapse (the holder died, or paused and goes on afterwards) and the
+//! takeover they allow, crashes, failed handlers and releases, releases retried later by the
+//! holder's background task, lost commit acknowledgements (of commits that landed and of commits
+//! that never reached the server, both read back), and a delete that tombstones the created
+//! resource, for one key and three attempts of the same request, each in a process of its own.
 //!
 //! Properties (protocol.md, "States and transitions"):
 //! - never two committed business writes for one key;
@@ -14,7 +17,14 @@
 //! Deliberately broken variants must be caught, so the checker is shown to bite: a completion
 //! guarded by nothing; a business write committed apart from its completion; an in-transaction
 //! attempt with neither the advisory gate nor the primary key; a delete that leaves the
-//! record completed; a delete that removes the record.
+//! record completed; a delete that removes the record; a takeover on lease expiry that keeps the
+//! dead holder's token instead of installing a new one.
+//!
+//! What the model shows about the guards: the completion's `state = 'claimed'` alone already
+//! keeps writes to one; the token is what makes a read-back after a lost acknowledgement sound
+//! (a taker sharing the holder's token makes the holder report the taker's write as its own), and
+//! a release's token guard protects the taker's work, not safety (an unguarded release lets a
+//! third attempt claim while the taker runs, and the taker's completion then fails).
 
 use stateright::{Checker, Model, Property};
 
@@ -40,13 +50,23 @@ enum Bug {
     NoTombstone,
     /// Deleting the resource deletes its record.
     DeleteRecord,
+    /// A takeover of a claim whose holder's lease lapsed keeps the holder's token (only the
+    /// holder changes), so the dead holder and the taker share it.
+    TakeoverKeepsToken,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Record {
     None,
-    Claimed { token: u8 },
-    Completed { token: u8, result: u8 },
+    /// Claimed by the attempt holding `token`, in the process whose lease is `holder`.
+    Claimed {
+        token: u8,
+        holder: u8,
+    },
+    Completed {
+        token: u8,
+        result: u8,
+    },
     Tombstone,
 }
 
@@ -61,6 +81,8 @@ enum Pc {
     Acknowledging,
     /// The handler failed or answered non-2xx: roll back, release the claim.
     Releasing,
+    /// Answered; the release failed and the holder's background task retries it later.
+    Deferred,
     Done,
 }
 
@@ -96,6 +118,14 @@ struct State {
     deleted: bool,
     pcs: [Pc; ATTEMPTS as usize],
     answers: [Answer; ATTEMPTS as usize],
+    /// The token each attempt completes and releases with (its own, unless it took one over).
+    tokens: [u8; ATTEMPTS as usize],
+    /// Whether each attempt's process still renews its lease.
+    leases: [bool; ATTEMPTS as usize],
+    /// Not vacuous: a claim was taken over because its holder's lease lapsed; a deferred release
+    /// freed a key.
+    lease_takeover: bool,
+    deferred_release: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -104,6 +134,8 @@ enum Action {
     Step { i: u8, choice: u8 },
     /// The resource is deleted (in one transaction with its tombstone).
     Delete,
+    /// Attempt `i`'s process stops renewing its lease (it died, or it pauses and goes on later).
+    LeaseLapses { i: u8 },
 }
 
 #[derive(Clone)]
@@ -120,17 +152,22 @@ impl Protocol {
     /// How many choices step `pc` of an attempt has.
     fn choices(&self, state: &State, i: usize) -> u8 {
         match state.pcs[i] {
-            // Claim / reserve: fresh or stale when someone holds the key; in-transaction: wait
-            // (poll again) or give up with 409 while the gate is held.
-            Pc::Start => 2,
-            // Crash, handler failure (or non-2xx), success.
-            Pc::Handling => 3,
+            // Claim / reserve: stale by age, fresh, or its holder's lease lapsed when someone
+            // holds the key; in-transaction: wait (poll again) or give up with 409 while the gate
+            // is held.
+            Pc::Start => 3,
+            // Crash, handler failure (or non-2xx), success, a COMMIT lost before it reached the
+            // server (nothing committed; read back).
+            Pc::Handling => 4,
             // Crash between the write's commit and the completion, or go on.
             Pc::WriteCommitted => 2,
             // The acknowledgement arrives; is lost and read back; is lost and so is the read.
             Pc::Acknowledging => 3,
-            // The release succeeds or fails (the claim then waits for stale takeover).
+            // The release succeeds or fails (retried later by the background task).
             Pc::Releasing => 2,
+            // The retried release goes through, or the process dies first (the claim then waits
+            // for its lease to lapse or for stale takeover).
+            Pc::Deferred => 2,
             Pc::Done => 0,
         }
     }
@@ -140,12 +177,33 @@ impl Protocol {
         match (s.pcs[i], self.strategy) {
             (Pc::Start, Strategy::SeparateClaim) => match s.record {
                 Record::None => {
-                    s.record = Record::Claimed { token: me };
+                    s.record = Record::Claimed {
+                        token: me,
+                        holder: me,
+                    };
                     s.pcs[i] = Pc::Handling;
                 }
                 Record::Claimed { .. } if choice == 0 => {
-                    // Stale: take it over with my token.
-                    s.record = Record::Claimed { token: me };
+                    // Stale by age: take it over with my token.
+                    s.record = Record::Claimed {
+                        token: me,
+                        holder: me,
+                    };
+                    s.pcs[i] = Pc::Handling;
+                }
+                Record::Claimed { token, holder }
+                    if choice == 2 && !s.leases[usize::from(holder - 1)] =>
+                {
+                    // The holder's lease lapsed: stale at once; take it over with a new token
+                    // (the broken variant keeps the holder's).
+                    let token = if self.bug(Bug::TakeoverKeepsToken) {
+                        token
+                    } else {
+                        me
+                    };
+                    s.record = Record::Claimed { token, holder: me };
+                    s.tokens[i] = token;
+                    s.lease_takeover = true;
                     s.pcs[i] = Pc::Handling;
                 }
                 Record::Claimed { .. } => self.finish(s, i, Answer::Conflict),
@@ -156,7 +214,7 @@ impl Protocol {
                 let gated = !self.bug(Bug::UngatedReservation);
                 if gated && s.gate.is_some_and(|g| g != me) {
                     // Busy: poll again later, or 409 when the wait is over.
-                    if choice == 1 {
+                    if choice >= 1 {
                         self.finish(s, i, Answer::Conflict);
                     }
                     return;
@@ -189,6 +247,20 @@ impl Protocol {
                         self.finish(s, i, Answer::NotStored);
                     }
                 }
+                3 => {
+                    // The COMMIT never reached the server: the write rolls back, and the
+                    // read-back answers success (with this attempt's own response, as the
+                    // executor does) only when the record is completed with this attempt's
+                    // token; otherwise 504, the claim left in place.
+                    self.roll_back(s, i);
+                    let answer = match s.record {
+                        Record::Completed { token, .. } if token == s.tokens[i] => {
+                            Answer::Success { result: me }
+                        }
+                        _ => Answer::Unknown,
+                    };
+                    self.finish(s, i, answer);
+                }
                 _ if self.bug(Bug::SplitCommit) => {
                     s.writes += 1;
                     s.committed = me;
@@ -208,8 +280,8 @@ impl Protocol {
                     0 => Answer::Success { result: me },
                     // Lost: read the record back on the writer.
                     1 => match s.record {
-                        Record::Completed { token, result } if token == me => {
-                            Answer::Success { result }
+                        Record::Completed { token, .. } if token == s.tokens[i] => {
+                            Answer::Success { result: me }
                         }
                         _ => Answer::Unknown,
                     },
@@ -218,13 +290,34 @@ impl Protocol {
                 self.finish(s, i, answer);
             }
             (Pc::Releasing, _) => {
-                if choice == 0 && s.record == (Record::Claimed { token: me }) {
-                    s.record = Record::None;
+                if choice == 0 {
+                    self.release(s, i);
+                    self.finish(s, i, Answer::NotStored);
+                } else {
+                    s.answers[i] = Answer::NotStored;
+                    s.pcs[i] = Pc::Deferred;
                 }
-                self.finish(s, i, Answer::NotStored);
+            }
+            (Pc::Deferred, _) => {
+                // Retried by the background task, perhaps long after someone took the claim
+                // over: guarded by the token, it then deletes nothing.
+                if choice == 0 {
+                    s.deferred_release |= self.release(s, i);
+                }
+                s.pcs[i] = Pc::Done;
             }
             (Pc::Done, _) => {}
         }
+    }
+
+    /// The release: deletes the claim only while it holds this attempt's token. Returns whether
+    /// it deleted it.
+    fn release(&self, s: &mut State, i: usize) -> bool {
+        let mine = matches!(s.record, Record::Claimed { token, .. } if token == s.tokens[i]);
+        if mine {
+            s.record = Record::None;
+        }
+        mine
     }
 
     /// The completion, in the business transaction, and the commit: one atomic step against
@@ -235,10 +328,10 @@ impl Protocol {
         match self.strategy {
             Strategy::SeparateClaim => {
                 let guard = self.bug(Bug::UnguardedCompletion)
-                    || s.record == (Record::Claimed { token: me });
+                    || matches!(s.record, Record::Claimed { token, .. } if token == s.tokens[i]);
                 if guard {
                     s.record = Record::Completed {
-                        token: me,
+                        token: s.tokens[i],
                         result: me,
                     };
                     if !split {
@@ -329,6 +422,10 @@ impl Model for Protocol {
             deleted: false,
             pcs: [Pc::Start; ATTEMPTS as usize],
             answers: [Answer::Pending; ATTEMPTS as usize],
+            tokens: [1, 2, 3],
+            leases: [true; ATTEMPTS as usize],
+            lease_takeover: false,
+            deferred_release: false,
         }]
     }
 
@@ -343,6 +440,12 @@ impl Model for Protocol {
         if !state.deleted && matches!(state.record, Record::Completed { .. }) {
             actions.push(Action::Delete);
         }
+        // A process's lease may lapse at any time once it has started.
+        for i in 0..ATTEMPTS {
+            if state.leases[i as usize] && state.pcs[i as usize] != Pc::Start {
+                actions.push(Action::LeaseLapses { i });
+            }
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -350,6 +453,7 @@ impl Model for Protocol {
         match action {
             Action::Step { i, choice } => self.step(&mut next, i as usize, choice),
             Action::Delete => self.delete(&mut next),
+            Action::LeaseLapses { i } => next.leases[i as usize] = false,
         }
         (next != *last).then_some(next)
     }
@@ -395,6 +499,13 @@ impl Model for Protocol {
             Property::sometimes("a lost acknowledgement left unknown", |_, s: &State| {
                 s.answers.contains(&Answer::Unknown)
             }),
+            Property::sometimes(
+                "a takeover after a lease lapsed, then a write",
+                |_, s: &State| s.lease_takeover && s.writes == 1,
+            ),
+            Property::sometimes("a deferred release freed the key", |_, s: &State| {
+                s.deferred_release
+            }),
         ]
     }
 }
@@ -422,7 +533,17 @@ fn check(strategy: Strategy, bug: Option<Bug>) -> (Vec<&'static str>, usize) {
             "a replay",
             "410 after a delete",
             "a lost acknowledgement left unknown",
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            (strategy == Strategy::SeparateClaim)
+                .then_some([
+                    "a takeover after a lease lapsed, then a write",
+                    "a deferred release freed the key",
+                ])
+                .into_iter()
+                .flatten(),
+        ) {
             assert!(
                 checker.discovery(example).is_some(),
                 "{strategy:?}: the model never reaches `{example}`: it is vacuous"
@@ -477,4 +598,15 @@ fn a_delete_without_a_tombstone_is_caught() {
             "{strategy:?}: {violated:?}"
         );
     }
+}
+
+#[test]
+fn a_lease_takeover_that_keeps_the_holders_token_is_caught() {
+    let (violated, _) = check(Strategy::SeparateClaim, Some(Bug::TakeoverKeepsToken));
+    // The dead holder's read-back after a lost COMMIT finds the taker's completion under the
+    // shared token and reports the taker's write as its own.
+    assert!(
+        violated.contains(&"every success names the write"),
+        "{violated:?}"
+    );
 }

@@ -158,7 +158,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
         .await
         .unwrap();
     idemgen_runtime::migrate(&mut conn).await.expect("migrates");
-    assert_eq!(applied(&mut conn).await, [1, 2]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
     let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
         .fetch_one(&mut conn)
         .await
@@ -190,7 +190,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
     }
     // Applying again is a no-op.
     idemgen_runtime::migrate(&mut conn).await.expect("again");
-    assert_eq!(applied(&mut conn).await, [1, 2]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
 }
 
 #[tokio::test]
@@ -211,9 +211,9 @@ async fn databases_migrated_by_the_previous_migrator_are_adopted() {
     )
     .await
     .unwrap();
-    // Migration 1 is not run again (its CREATE TABLE would fail); 2 is applied.
+    // Migration 1 is not run again (its CREATE TABLE would fail); 2 and 3 are applied.
     idemgen_runtime::migrate(&mut conn).await.expect("adopted");
-    assert_eq!(applied(&mut conn).await, [1, 2]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
     let checksum_recorded: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT octet_length(checksum) > 0 FROM {TABLE} WHERE version = 1"
     )))
@@ -360,6 +360,23 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     .await
     .unwrap();
     assert_eq!(before.len(), 2);
+    // A claim the previous release took and has not finished (its columns: no holder). Migration
+    // 3 has no guard to trip on it, unlike migration 2.
+    let old_claim = scope("bob", "old-in-flight");
+    let old_request = request(old_claim.clone(), json!({"n": 2}), 1);
+    let previous_release_claim = "INSERT INTO idempotency_records
+            (scope_hash, owner, operation, resource_scope, idempotency_key, state, fingerprint,
+             fingerprint_version, claim_token, claimed_at, expires_at)
+        SELECT $1, $2, $3, '', $4, 'claimed', $5, 1, gen_random_uuid(), clock_timestamp(), NULL";
+    sqlx::query(previous_release_claim)
+        .bind(&old_claim.hash()[..])
+        .bind(&old_claim.owner)
+        .bind(&old_claim.operation)
+        .bind(old_claim.key.as_str())
+        .bind(old_request.fingerprint.as_str())
+        .execute(&mut conn)
+        .await
+        .unwrap();
     // The embedded migrator agrees on every version, description and checksum: nothing is run
     // again, nothing is refused as modified.
     let embedded = migrator();
@@ -377,7 +394,28 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    assert_eq!(before, after);
+    // The previous release's migrations are untouched; only 0003 (holder leases) is new.
+    assert_eq!(before[..], after[..2]);
+    assert_eq!(after.len(), 3);
+    assert_eq!((after[2].0, after[2].1.as_str()), (3, "holder leases"));
+    // The previous release's claim statement still works on the new schema (a process not yet
+    // upgraded, in a rolling deploy): it writes no holder.
+    let mixed = scope("carol", "old-process");
+    sqlx::query(previous_release_claim)
+        .bind(&mixed.hash()[..])
+        .bind(&mixed.owner)
+        .bind(&mixed.operation)
+        .bind(mixed.key.as_str())
+        .bind("hs2:00")
+        .execute(&mut conn)
+        .await
+        .expect("the previous release's claim on the new schema");
+    let holders: Vec<Option<uuid::Uuid>> =
+        sqlx::query_scalar("SELECT holder_id FROM idempotency_records ORDER BY owner")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(holders, [None, None]);
     // And the store works on it.
     let pool = db.pool(4).await.unwrap();
     conn.execute("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
@@ -401,4 +439,30 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     assert_eq!(first.unwrap().disposition, Disposition::Executed);
     let replay = attempt(&env, request(scope, json!({"n": 1}), 1), Plan::created("a")).await;
     assert_eq!(replay.unwrap().disposition, Disposition::Replayed);
+    // A claim without a holder keeps the stale-claim rule: held (409) although no lease names
+    // it, then taken over once older than `stale_claim`.
+    let mut cfg = config(Strategy::SeparateClaim);
+    cfg.in_flight_wait = std::time::Duration::from_millis(50);
+    let held = attempt(
+        &Env {
+            exec: idemgen_runtime::Executor::new(env.exec.store().clone(), cfg.clone()),
+            ..env.clone()
+        },
+        old_request.clone(),
+        Plan::created("old"),
+    )
+    .await;
+    assert_eq!(problem_status(&held), Some(409), "{held:?}");
+    cfg.stale_claim = std::time::Duration::from_millis(1);
+    let taken = attempt(
+        &Env {
+            exec: idemgen_runtime::Executor::new(env.exec.store().clone(), cfg),
+            ..env.clone()
+        },
+        old_request,
+        Plan::created("old"),
+    )
+    .await;
+    assert_eq!(taken.unwrap().disposition, Disposition::TakenOver);
+    assert_eq!(env.ledger.count("old").await, 1);
 }
