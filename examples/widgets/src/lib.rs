@@ -54,8 +54,19 @@ pub async fn migrate(pool: &sqlx::PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The widgets service's server: the state of its router.
+pub type WidgetsServer = Server<service::Widgets, PgStore, auth::TokenAuth>;
+
 /// Builds the router for `config` on `pool`, with the migrations applied.
 pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Router> {
+    Ok(app_and_server(config, pool).await?.0)
+}
+
+/// The router, and its server (whose executor `serve` shuts down after draining).
+pub async fn app_and_server(
+    config: &Config,
+    pool: sqlx::PgPool,
+) -> anyhow::Result<(axum::Router, WidgetsServer)> {
     migrate(&pool).await?;
     // Claims get their own small pool, so duplicates get their 409 promptly even while every
     // business connection is busy; their commits skip the WAL flush (protocol.md, "Durability of
@@ -108,10 +119,10 @@ pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Ro
             ),
         )
         .with_state(server.clone());
-    let router = api::router(server);
+    let router = api::router(server.clone());
     #[cfg(feature = "bench-plain-route")]
     let router = plain.merge(router);
-    Ok(router)
+    Ok((router, server))
 }
 
 /// Runs the service with `idemgen_runtime::serve` (timeouts, connection limit: `config.serving`)
@@ -132,7 +143,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .context("connecting to DATABASE_URL")?;
     let metrics = install_metrics()?;
-    let router = app(&config, pool).await?.merge(metrics_route(metrics));
+    let (router, server) = app_and_server(&config, pool).await?;
+    let router = router.merge(metrics_route(metrics));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -145,6 +157,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     )
     .await
     .context("serving")?;
+    // Drained: end the executor's lease, so that a claim of a request cut at the deadline is
+    // taken over at once by its retry (on another replica) instead of after the lease lapses.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server.executor().shutdown()).await;
     tracing::info!("bye");
     Ok(())
 }
