@@ -15,6 +15,7 @@
 use std::time::{Duration, Instant};
 
 pub use bytes::Bytes;
+pub use http::header::InvalidHeaderValue as InvalidCredential;
 pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use idemgen_protocol::status::{Repeatable, client_retries};
 
@@ -93,6 +94,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     headers: HeaderMap,
+    /// Query parameters sent with every call (an `apiKey` in the query).
+    query: Vec<(String, String)>,
     policy: RetryPolicy,
 }
 
@@ -109,6 +112,7 @@ impl Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
             headers: HeaderMap::new(),
+            query: Vec::new(),
             policy: RetryPolicy::default(),
         }
     }
@@ -117,6 +121,58 @@ impl Client {
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Client {
         self.headers.insert(name, value);
         self
+    }
+
+    /// Sends `Authorization: <scheme> <credentials>` with every call (an `http` security scheme
+    /// other than bearer and basic).
+    pub fn with_authorization(
+        self,
+        scheme: &str,
+        credentials: &str,
+    ) -> Result<Client, http::header::InvalidHeaderValue> {
+        let value = HeaderValue::from_str(&format!("{scheme} {credentials}"))?;
+        Ok(self.with_header(http::header::AUTHORIZATION, value))
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every call (`http` bearer, `oauth2`,
+    /// `openIdConnect`).
+    pub fn with_bearer(self, token: &str) -> Result<Client, http::header::InvalidHeaderValue> {
+        self.with_authorization("Bearer", token)
+    }
+
+    /// Sends `Authorization: Basic <base64(user:password)>` with every call (`http` basic).
+    pub fn with_basic(
+        self,
+        user: &str,
+        password: &str,
+    ) -> Result<Client, http::header::InvalidHeaderValue> {
+        self.with_authorization("Basic", &base64(format!("{user}:{password}").as_bytes()))
+    }
+
+    /// Sends the query parameter `name=value` with every call (an `apiKey` in the query).
+    pub fn with_query(mut self, name: impl Into<String>, value: impl Into<String>) -> Client {
+        self.query.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sends the cookie `name=value` with every call (an `apiKey` in a cookie), beside the
+    /// others set this way.
+    pub fn with_cookie(
+        mut self,
+        name: &str,
+        value: &str,
+    ) -> Result<Client, http::header::InvalidHeaderValue> {
+        let cookie = match self
+            .headers
+            .get(http::header::COOKIE)
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(existing) => format!("{existing}; {name}={value}"),
+            None => format!("{name}={value}"),
+        };
+        self.headers
+            .insert(http::header::COOKIE, HeaderValue::from_str(&cookie)?);
+        Ok(self)
     }
 
     /// Uses `policy` for every call that does not choose its own.
@@ -243,7 +299,12 @@ impl Client {
         policy: &RetryPolicy,
     ) -> reqwest::RequestBuilder {
         let mut url = format!("{}{}", self.base, call.path);
-        for (i, (name, value)) in call.query.iter().enumerate() {
+        let query = call
+            .query
+            .iter()
+            .map(|(n, v)| (*n, v.as_str()))
+            .chain(self.query.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        for (i, (name, value)) in query.enumerate() {
             url.push(if i == 0 { '?' } else { '&' });
             url.push_str(&segment(name));
             url.push('=');
@@ -267,6 +328,26 @@ impl Client {
         }
         request
     }
+}
+
+/// Standard base64 with padding (RFC 4648), for `Basic` credentials.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The `type` of a problem+json body (`None` for any other answer).
@@ -602,4 +683,54 @@ pub mod codegen {
     pub use idemgen_protocol::codegen::{
         UnknownValue, deserialize_some, double_option, is_none, nullable, some,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_are_standard_base64() {
+        // RFC 7617's example, and every padding length.
+        assert_eq!(
+            base64(b"Aladdin:open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn credentials_are_sent_where_their_scheme_says() {
+        let client = Client::new("http://h")
+            .with_basic("Aladdin", "open sesame")
+            .unwrap()
+            .with_cookie("sid", "s1")
+            .unwrap()
+            .with_cookie("theme", "dark")
+            .unwrap()
+            .with_query("api_key", "k 1");
+        assert_eq!(
+            client.headers[http::header::AUTHORIZATION],
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(client.headers[http::header::COOKIE], "sid=s1; theme=dark");
+        let call = Call::new(
+            Method::GET,
+            "/a".into(),
+            Repeat::Safe {
+                declares_429: false,
+            },
+        )
+        .query("q", "1".into());
+        let request = client
+            .request(&call, None, &RetryPolicy::default())
+            .build()
+            .unwrap();
+        assert_eq!(request.url().as_str(), "http://h/a?q=1&api_key=k%201");
+        assert!(Client::new("http://h").with_bearer("bad\ntoken").is_err());
+    }
 }

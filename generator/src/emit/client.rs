@@ -54,6 +54,7 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
         items.insert((1, format!("{i:06}")), tokens);
     }
     let methods = api.operations.iter().map(method);
+    let credentials = credential_methods(api);
     let client_doc = doc_attrs(&format!(
         "A client of the {} API: one method per operation.",
         api.title
@@ -84,6 +85,8 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
                     &self.inner
                 }
 
+                #(#credentials)*
+
                 #(#methods)*
             }
         },
@@ -95,6 +98,113 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
         #(#body)*
     };
     format(file, spec_name)
+}
+
+/// One `with_<scheme>` method per security scheme the operations require: the credential sent
+/// where the spec says (`Authorization`, an `apiKey`'s header, query parameter or cookie). A
+/// `mutualTLS` scheme has none: its certificate is the `reqwest::Client`'s identity.
+fn credential_methods(api: &Api) -> Vec<TokenStream> {
+    use crate::spec::security::{ApiKeyIn, SchemeKind};
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for op in &api.operations {
+        let crate::ir::SecurityIr::Declared(alternatives) = &op.security else {
+            continue;
+        };
+        for r in alternatives.iter().flatten() {
+            if seen.contains(&r.scheme.as_str()) {
+                continue;
+            }
+            seen.push(&r.scheme);
+            let base = format!("with_{}", crate::ir::names::snake_name(&r.scheme));
+            let taken = api.operations.iter().any(|o| o.method == base)
+                || ["new", "from_client", "inner"].contains(&base.as_str());
+            let name = ident(&if taken {
+                format!("{base}_credentials")
+            } else {
+                base
+            });
+            let scheme = &r.scheme;
+            let (args, doc, body) = match &r.kind {
+                SchemeKind::Http { scheme: s } if s == "basic" => (
+                    quote!(user: &str, password: &str),
+                    format!(
+                        "Sends the `{scheme}` credentials (`Authorization: Basic …`) with every call."
+                    ),
+                    quote!(self.inner.with_basic(user, password)?),
+                ),
+                SchemeKind::Http { scheme: s } if s == "bearer" => (
+                    quote!(token: &str),
+                    format!(
+                        "Sends the `{scheme}` token (`Authorization: Bearer …`) with every call."
+                    ),
+                    quote!(self.inner.with_bearer(token)?),
+                ),
+                SchemeKind::Http { scheme: http } => {
+                    let literal = Literal::string(http);
+                    (
+                        quote!(credentials: &str),
+                        format!(
+                            "Sends the `{scheme}` credentials (`Authorization: {http} …`) with every call."
+                        ),
+                        quote!(self.inner.with_authorization(#literal, credentials)?),
+                    )
+                }
+                SchemeKind::OAuth2 | SchemeKind::OpenIdConnect => (
+                    quote!(token: &str),
+                    format!(
+                        "Sends the `{scheme}` access token (`Authorization: Bearer …`) with every call."
+                    ),
+                    quote!(self.inner.with_bearer(token)?),
+                ),
+                SchemeKind::ApiKey {
+                    name: key,
+                    location,
+                } => {
+                    // Header names are lower case on the wire as `HeaderName` needs them.
+                    let wire = Literal::string(&match location {
+                        ApiKeyIn::Header => key.to_ascii_lowercase(),
+                        ApiKeyIn::Query | ApiKeyIn::Cookie => key.clone(),
+                    });
+                    match location {
+                        ApiKeyIn::Header => (
+                            quote!(key: &str),
+                            format!(
+                                "Sends the `{scheme}` key in the `{key}` header with every call."
+                            ),
+                            quote!(self.inner.with_header(
+                                ::idemgen_client::HeaderName::from_static(#wire),
+                                ::idemgen_client::HeaderValue::from_str(key)?,
+                            )),
+                        ),
+                        ApiKeyIn::Query => (
+                            quote!(key: &str),
+                            format!(
+                                "Sends the `{scheme}` key as the `{key}` query parameter with every call."
+                            ),
+                            quote!(self.inner.with_query(#wire, key)),
+                        ),
+                        ApiKeyIn::Cookie => (
+                            quote!(key: &str),
+                            format!(
+                                "Sends the `{scheme}` key as the `{key}` cookie with every call."
+                            ),
+                            quote!(self.inner.with_cookie(#wire, key)?),
+                        ),
+                    }
+                }
+                SchemeKind::MutualTls => continue,
+            };
+            let doc = doc_attrs(&doc);
+            out.push(quote! {
+                #doc
+                pub fn #name(self, #args) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+                    ::std::result::Result::Ok(Self { inner: #body })
+                }
+            });
+        }
+    }
+    out
 }
 
 /// `WidgetsClient`.

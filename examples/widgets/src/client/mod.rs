@@ -300,6 +300,15 @@ impl WidgetsClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// Sends the `bearer` token (`Authorization: Bearer …`) with every call.
+    pub fn with_bearer(
+        self,
+        token: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self.inner.with_bearer(token)?,
+        })
+    }
     /// `createWidget` (`POST /widgets`).
     ///
     /// Create a widget

@@ -324,3 +324,43 @@ async fn each_scheme_kind_reads_its_own_place() {
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
 }
+
+/// The generated client has one `with_<scheme>` per scheme the operations require, and sends
+/// each credential where the spec puts it: the server built from the same spec accepts them.
+#[tokio::test]
+async fn the_generated_client_sends_each_credential_where_its_scheme_says() {
+    use idemgen_compile_tests::security_client::{self as client, VaultClient};
+    let (_, _, _, app) = app();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = format!("http://{addr}");
+    let body = client::types::CreatePaymentRequestBody { amount: 5 };
+    let options = idemgen_client::CallOptions::default();
+    // OAuth, as a bearer token.
+    let oauth = VaultClient::new(&base).with_oauth("tok-writer").unwrap();
+    let created = oauth.create_payment(&body, &options).await.unwrap();
+    let client::CreatePaymentResponse::Status201(payment) = created.value;
+    assert_eq!(payment.owner.as_deref(), Some("alice"));
+    // The API key, in its header.
+    let keyed = VaultClient::new(&base).with_api_key("key-1").unwrap();
+    let created = keyed.create_payment(&body, &options).await.unwrap();
+    let client::CreatePaymentResponse::Status201(payment) = created.value;
+    assert_eq!(payment.owner.as_deref(), Some("service"));
+    // An API key in the query string, and one in a cookie.
+    let hooked = VaultClient::new(&base).with_hook_token("hook-1").unwrap();
+    hooked
+        .settlement_webhook(&Default::default(), &options)
+        .await
+        .expect("the query key is accepted");
+    let session = VaultClient::new(&base).with_session("sess-1").unwrap();
+    let me = session.who_am_i(&options).await.unwrap();
+    let client::WhoAmIResponse::Status200(me) = me.value;
+    assert_eq!(me.owner, "carol");
+    // Without credentials, the server's 401 arrives as a problem.
+    let anonymous = VaultClient::new(&base);
+    assert!(anonymous.who_am_i(&options).await.is_err());
+    // A credential that cannot be a header value is refused before anything is sent.
+    assert!(VaultClient::new(&base).with_api_key("bad\nkey").is_err());
+    server.abort();
+}

@@ -171,6 +171,56 @@ impl VaultClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// Sends the `oauth` access token (`Authorization: Bearer …`) with every call.
+    pub fn with_oauth(
+        self,
+        token: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self.inner.with_bearer(token)?,
+        })
+    }
+    /// Sends the `apiKey` key in the `X-Api-Key` header with every call.
+    pub fn with_api_key(
+        self,
+        key: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self
+                .inner
+                .with_header(
+                    ::idemgen_client::HeaderName::from_static("x-api-key"),
+                    ::idemgen_client::HeaderValue::from_str(key)?,
+                ),
+        })
+    }
+    /// Sends the `bearer` token (`Authorization: Bearer …`) with every call.
+    pub fn with_bearer(
+        self,
+        token: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self.inner.with_bearer(token)?,
+        })
+    }
+    /// Sends the `hookToken` key as the `token` query parameter with every call.
+    pub fn with_hook_token(
+        self,
+        key: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self.inner.with_query("token", key),
+        })
+    }
+    /// Sends the `session` key as the `sid` cookie with every call.
+    pub fn with_session(
+        self,
+        key: &str,
+    ) -> ::std::result::Result<Self, ::idemgen_client::InvalidCredential> {
+        ::std::result::Result::Ok(Self {
+            inner: self.inner.with_cookie("sid", key)?,
+        })
+    }
     /// `createPayment` (`POST /payments`).
     ///
     /// Idempotent: one key (generated, or `options.key`) is sent in `Idempotency-Key` on every attempt, and the call is retried on connection errors, timeouts, the protocol's 409 (in flight; a business 409 is returned), 503 and 504.
