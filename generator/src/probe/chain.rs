@@ -416,7 +416,8 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn scalar(value: &Value) -> String {
+/// A JSON value as the text a path, query or form carries (a string without its quotes).
+pub(super) fn scalar(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -791,43 +791,14 @@ fn fill(
         .collect()
 }
 
-/// `template` with its `{name}` parameters replaced, percent-encoded as a path segment.
+/// `template` with its `{name}` parameters replaced, percent-encoded (everything but RFC 3986's
+/// unreserved characters, which is valid in a path segment too).
 fn substitute(template: &str, values: &BTreeMap<String, String>) -> String {
     let mut path = template.to_owned();
     for (name, value) in values {
-        path = path.replace(&format!("{{{name}}}"), &segment(value));
+        path = path.replace(&format!("{{{name}}}"), &target::percent(value));
     }
     path
-}
-
-/// A path segment: everything but unreserved characters and sub-delimiters percent-encoded.
-fn segment(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'-'
-            | b'.'
-            | b'_'
-            | b'~'
-            | b'!'
-            | b'$'
-            | b'&'
-            | b'\''
-            | b'('
-            | b')'
-            | b'*'
-            | b'+'
-            | b','
-            | b';'
-            | b'='
-            | b':'
-            | b'@' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn failed(exchange: &Exchange, why: String) -> Outcome {

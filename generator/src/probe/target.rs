@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::ir::{OperationIr, ParamLocation};
 use crate::loader::{LoadedSpec, Node, NodeRef};
 
+use super::chain::scalar;
 use super::http::Request;
 use super::{Declared4xx, Options, synth};
 
@@ -277,7 +278,7 @@ fn form(fields: &serde_json::Map<String, Value>) -> String {
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
-fn percent(text: &str) -> String {
+pub(super) fn percent(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -286,13 +287,6 @@ fn percent(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-fn scalar(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// The request body of an operation node: (media type, how it is encoded, an example or
