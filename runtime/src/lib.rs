@@ -26,6 +26,7 @@ pub mod engine;
 mod executor;
 mod listen;
 mod migrate;
+mod multipart;
 mod operation;
 mod problem;
 mod request;
@@ -41,6 +42,7 @@ pub use auth::{
     ApiKeyIn, Authenticator, Credentials, Principal, Requirement, Scheme, SchemeKind, Security,
 };
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
+pub use idemgen_protocol::FilePart;
 pub use listen::{ServeConfig, serve, shutdown_signal};
 pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};
