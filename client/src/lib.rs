@@ -21,9 +21,9 @@ mod multipart;
 pub use multipart::{Files, Multipart};
 
 pub use bytes::Bytes;
-pub use idemgen_protocol::FilePart;
 pub use http::header::InvalidHeaderValue as InvalidCredential;
 pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+pub use idemgen_protocol::FilePart;
 use idemgen_protocol::status::{Repeatable, client_retries};
 
 /// When and how often a call is retried.

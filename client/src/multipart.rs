@@ -46,7 +46,11 @@ impl Multipart {
         }
     }
 
-    fn value(&mut self, name: &'static str, value: serde_json::Value) -> Result<(), serde_json::Error> {
+    fn value(
+        &mut self,
+        name: &'static str,
+        value: serde_json::Value,
+    ) -> Result<(), serde_json::Error> {
         let text = match value {
             serde_json::Value::Null => return Ok(()),
             serde_json::Value::String(s) => s,
@@ -211,7 +215,10 @@ mod tests {
                 .with_filename("a\"b\n.bin")
                 .with_content_type("application/octet-stream"),
         );
-        form.files("many", &vec![FilePart::new(&b"1"[..]), FilePart::new(&b"2"[..])]);
+        form.files(
+            "many",
+            &vec![FilePart::new(&b"1"[..]), FilePart::new(&b"2"[..])],
+        );
         let body = String::from_utf8_lossy(&form.encode_with("B")).into_owned();
         assert_eq!(
             body,
@@ -235,7 +242,9 @@ mod tests {
         let (first, bytes) = form.encode();
         let (second, _) = form.encode();
         assert_ne!(first, second);
-        let boundary = first.strip_prefix("multipart/form-data; boundary=").unwrap();
+        let boundary = first
+            .strip_prefix("multipart/form-data; boundary=")
+            .unwrap();
         assert!(contains(&bytes, format!("--{boundary}--\r\n").as_bytes()));
         assert!(boundary.len() <= 70);
     }

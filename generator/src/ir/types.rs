@@ -609,19 +609,16 @@ impl<'s> TypeSpace<'s> {
             let checks = match part.kind {
                 PartKind::File { many: true } => Checks {
                     own: Checks::of(property.node).own,
-                    items: property
-                        .node
-                        .get("items")
-                        .map(|items| {
-                            Box::new(Checks::of(
-                                self.spec
-                                    .deref(NodeRef {
-                                        file: property.file,
-                                        node: items,
-                                    })
-                                    .node,
-                            ))
-                        }),
+                    items: property.node.get("items").map(|items| {
+                        Box::new(Checks::of(
+                            self.spec
+                                .deref(NodeRef {
+                                    file: property.file,
+                                    node: items,
+                                })
+                                .node,
+                        ))
+                    }),
                     values: None,
                 },
                 PartKind::File { many: false } => Checks::of(property.node),
@@ -643,7 +640,8 @@ impl<'s> TypeSpace<'s> {
                 implied_tag: false,
             });
         }
-        let deny_unknown = at.node.get("additionalProperties").and_then(Node::as_bool) == Some(false);
+        let deny_unknown =
+            at.node.get("additionalProperties").and_then(Node::as_bool) == Some(false);
         let names = fields.iter().map(|f| f.name.clone()).collect();
         self.defs.insert(
             name.clone(),
