@@ -526,7 +526,12 @@ impl<'de, 'p> de::Deserializer<'de> for Value<'p> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if self.json && self.parts.len() == 1 {
+        // One JSON part holding an array is the array; otherwise each part is an item (an
+        // array of objects travels as one JSON part per object).
+        if self.json
+            && let [one] = self.parts.as_slice()
+            && one.body.trim_ascii_start().starts_with(b"[")
+        {
             return self.json(visitor);
         }
         let (name, json, nul) = (self.name, self.json, self.nul);
@@ -864,6 +869,26 @@ mod tests {
         assert_eq!(decoded.meta, Some(Meta { pages: 3 }));
         // A part the Encoding Object declares JSON is read as JSON.
         assert_eq!(decoded.label.as_deref(), Some("quoted"));
+        // JSON arrays: one part holding the array, or one part per item.
+        #[derive(Debug, Deserialize)]
+        struct Rows {
+            rows: Vec<Meta>,
+        }
+        for bodies in [
+            vec![&br#" [{"pages": 1}, {"pages": 2}]"#[..]],
+            vec![&br#"{"pages": 1}"#[..], &br#"{"pages": 2}"#[..]],
+        ] {
+            let fields: Vec<_> = bodies.iter().map(|b| ("rows", None, *b)).collect();
+            let rows: Rows = decode(&parts(&fields), &["rows"], &no_nul).unwrap();
+            assert_eq!(rows.rows, [Meta { pages: 1 }, Meta { pages: 2 }]);
+        }
+        let one: Rows = decode(
+            &parts(&[("rows", None, br#"{"pages": 7}"#)]),
+            &["rows"],
+            &no_nul,
+        )
+        .unwrap();
+        assert_eq!(one.rows, [Meta { pages: 7 }]);
     }
 
     #[test]
