@@ -457,3 +457,38 @@ async fn the_generated_client_sends_parts_the_generated_server_reads() {
     );
     server.abort();
 }
+
+/// `idemgen probe` sends multipart bodies to the operation (files as file parts, text and JSON
+/// parts as theirs) and the correct server passes every check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idemgen_probe_passes_every_check_against_the_multipart_server() {
+    let (app, pool, _db) = app().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let report = tokio::task::spawn_blocking(move || {
+        let spec_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/build/uploads/openapi.yaml");
+        let spec = idemgen::loader::load(&spec_path).expect("the fixture loads");
+        let options = idemgen::probe::Options {
+            base_url: base,
+            headers: vec![("Authorization".into(), "alice".into())],
+            other_headers: vec![("Authorization".into(), "bob".into())],
+            ..Default::default()
+        };
+        idemgen::probe::run(&spec, "Idempotency-Key", &options).expect("the probe runs")
+    })
+    .await
+    .unwrap();
+    let text = idemgen::probe::report::human(&report);
+    assert!(!report.failed(), "{text}");
+    assert_eq!(report.results.len(), idemgen::probe::CHECKS.len(), "{text}");
+    let skipped: Vec<_> = report
+        .results
+        .iter()
+        .filter(|r| r.outcome != idemgen::probe::Outcome::Passed)
+        .collect();
+    assert!(skipped.is_empty(), "{text}");
+    assert!(rows(&pool).await > 0, "the probe's uploads executed");
+    server.abort();
+}
