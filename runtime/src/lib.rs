@@ -14,7 +14,7 @@
 //! fresh PostgreSQL database. `codegen` (what generated code calls) and `engine` (the executor's
 //! parts, for benchmarks and the runtime's own tests) are hidden and may change in any release.
 //!
-//! Modules are layered, each importing only those below it: `problem`, `response`, `request`,
+//! Modules are layered, each importing only those below it: `problem` and `multipart`, `response`, `request`,
 //! `auth`, `operation`, `store`, `executor`, `server`, `serve`, then `codegen` and `engine` on top
 //! (checked by `tests/integration/layers.rs`).
 
