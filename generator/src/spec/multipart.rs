@@ -182,12 +182,20 @@ fn part_kind(spec: &LoadedSpec, at: NodeRef<'_>) -> Option<PartKind> {
     None
 }
 
-/// A file: `type: string` (or no type) with `format: binary`, `contentMediaType` or
-/// `contentEncoding`.
+/// A file: `type: string` (or no type, or `[string, "null"]`) with `format: binary`,
+/// `contentMediaType` or `contentEncoding`.
 pub fn is_file(node: &Node) -> bool {
     let string = match node.get("type") {
         None => true,
-        Some(ty) => ty.as_str() == Some("string"),
+        Some(ty) => match ty.as_seq() {
+            Some(types) => {
+                types.iter().any(|t| t.as_str() == Some("string"))
+                    && types
+                        .iter()
+                        .all(|t| matches!(t.as_str(), Some("string" | "null")))
+            }
+            None => ty.as_str() == Some("string"),
+        },
     };
     string
         && (node.get("format").and_then(Node::as_str) == Some("binary")

@@ -529,6 +529,11 @@ fn multipart_bodies_are_typed_exactly_when_check_does_not_report_them() {
             Some(PartKind::File { many: false }),
         ),
         (
+            "file: {type: [string, 'null'], format: binary}",
+            "",
+            Some(PartKind::File { many: false }),
+        ),
+        (
             "files: {type: array, items: {type: string, format: binary}}",
             "",
             Some(PartKind::File { many: true }),
