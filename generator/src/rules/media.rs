@@ -16,6 +16,9 @@ const STREAMS: [&str; 4] = [
     "application/stream+json",
 ];
 
+/// How to make a multipart body typed: an object of text, file and JSON parts.
+const MULTIPART_HELP: &str = "give the body an object schema whose parts are text (a scalar, a string enum, an array of them), files (a binary string, or an array of them) or JSON (an object, or a part whose encoding says so):\n\nmultipart/form-data:\n  schema:\n    type: object\n    properties:\n      file: {type: string, format: binary}\n      title: {type: string}\n      meta: {oneOf: [{type: string}, {type: object}]}\n  encoding:\n    meta:\n      contentType: application/json";
+
 fn essence(media: &str) -> String {
     media
         .split(';')
@@ -173,7 +176,7 @@ fn check_content(
             } else {
                 ""
             };
-            sink.report(
+            sink.report_with_help(
                 RuleId::MediaTypeUntyped,
                 at,
                 Some(op),
@@ -182,6 +185,7 @@ fn check_content(
                     op.display_name(),
                     key.text
                 ),
+                MULTIPART_HELP.to_string(),
             );
             continue;
         } else if !typed(&key.text)
