@@ -15,7 +15,7 @@ use idemgen_compile_tests::uploads_client;
 use idemgen_runtime::testing::TestDb;
 use idemgen_runtime::{
     Authenticator, Credentials, Executor, ExecutorConfig, FilePart, HandlerResult, PgStore,
-    Principal, Problem, ProblemKind, Server, TxHandle,
+    Principal, Problem, ProblemKind, Server, ServerConfig, TxHandle,
 };
 use tower::ServiceExt;
 
@@ -79,6 +79,10 @@ impl Authenticator for Anyone {
 }
 
 async fn app() -> (axum::Router, sqlx::PgPool, TestDb) {
+    app_with(ServerConfig::default()).await
+}
+
+async fn app_with(config: ServerConfig) -> (axum::Router, sqlx::PgPool, TestDb) {
     let db = TestDb::migrated().await.expect("a test database");
     let pool = db.pool(4).await.expect("a pool");
     sqlx::query(
@@ -93,7 +97,8 @@ async fn app() -> (axum::Router, sqlx::PgPool, TestDb) {
         Arc::new(Service),
         Anyone,
         Executor::new(PgStore::new(pool.clone()), ExecutorConfig::default()),
-    );
+    )
+    .with_config(config);
     (uploads::router(server), pool, db)
 }
 
@@ -491,4 +496,27 @@ async fn idemgen_probe_passes_every_check_against_the_multipart_server() {
     assert!(skipped.is_empty(), "{text}");
     assert!(rows(&pool).await > 0, "the probe's uploads executed");
     server.abort();
+}
+
+/// The body limit holds for multipart bodies as for any other: a larger upload is a 413 before
+/// any part is read or any key claimed; one under it is served.
+#[tokio::test]
+async fn an_upload_over_the_body_limit_is_413_before_any_claim() {
+    let small = multipart("b", &upload()).len();
+    let (app, pool, _db) = app_with(ServerConfig {
+        body_limit: small + 16,
+    })
+    .await;
+    let mut big = upload();
+    let padding = vec![b'p'; 64];
+    big.push(("tags", None, &padding));
+    let (status, _, text) = post(&app, "k3", &form("b"), multipart("b", &big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert_eq!(rows(&pool).await, 0);
+    let (status, _, text) = post(&app, "k3", &form("b"), multipart("b", &upload())).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "the key was not claimed: {text}"
+    );
 }
