@@ -12,11 +12,18 @@
 //! A crate that only calls a generated client depends on this crate, never on the server runtime:
 //! no sqlx, axum or hyper server is compiled for it.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
+
+mod multipart;
+
+#[doc(hidden)]
+pub use multipart::{Files, Multipart};
 
 pub use bytes::Bytes;
 pub use http::header::InvalidHeaderValue as InvalidCredential;
 pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+pub use idemgen_protocol::FilePart;
 use idemgen_protocol::status::{Repeatable, client_retries};
 
 /// When and how often a call is retried.
@@ -323,7 +330,7 @@ impl Client {
         }
         if let Some((content_type, body)) = &call.body {
             request = request
-                .header(http::header::CONTENT_TYPE, *content_type)
+                .header(http::header::CONTENT_TYPE, content_type.as_ref())
                 .body(body.clone());
         }
         request
@@ -404,7 +411,7 @@ pub struct Call {
     path: String,
     query: Vec<(&'static str, String)>,
     headers: Vec<(&'static str, String)>,
-    body: Option<(&'static str, Bytes)>,
+    body: Option<(Cow<'static, str>, Bytes)>,
     repeat: Repeat,
 }
 
@@ -439,7 +446,7 @@ impl Call {
         content_type: &'static str,
         value: &T,
     ) -> Result<Call, serde_json::Error> {
-        self.body = Some((content_type, Bytes::from(serde_json::to_vec(value)?)));
+        self.body = Some((content_type.into(), Bytes::from(serde_json::to_vec(value)?)));
         Ok(self)
     }
 
@@ -450,7 +457,7 @@ impl Call {
         value: &T,
     ) -> Result<Call, serde_urlencoded::ser::Error> {
         self.body = Some((
-            content_type,
+            content_type.into(),
             Bytes::from(serde_urlencoded::to_string(value)?),
         ));
         Ok(self)
@@ -458,7 +465,14 @@ impl Call {
 
     /// A body sent as it is.
     pub fn bytes(mut self, content_type: &'static str, body: impl Into<Bytes>) -> Call {
-        self.body = Some((content_type, body.into()));
+        self.body = Some((content_type.into(), body.into()));
+        self
+    }
+
+    /// A `multipart/form-data` body, with a fresh boundary in its `Content-Type`.
+    pub fn multipart(mut self, form: &Multipart) -> Call {
+        let (content_type, body) = form.encode();
+        self.body = Some((content_type.into(), body));
         self
     }
 }
@@ -680,6 +694,7 @@ pub struct Failure {
 /// What generated client types call (serde adapters, the `FromStr` error of string enums).
 #[doc(hidden)]
 pub mod codegen {
+    pub use idemgen_protocol::FilePart;
     pub use idemgen_protocol::codegen::{
         UnknownValue, deserialize_some, double_option, is_none, nullable, some,
     };

@@ -379,6 +379,10 @@ fn shape_and_closed_optional(
                 shaper.at.push("form".into());
                 serde_json::json!({ "form": shaper.shape(ty) })
             }
+            BodyKind::Multipart { ty, .. } => {
+                shaper.at.push("multipart".into());
+                serde_json::json!({ "multipart": shaper.shape(ty) })
+            }
             BodyKind::Text => Json::from("text"),
             BodyKind::Bytes => Json::from("bytes (hex)"),
         };
@@ -465,6 +469,7 @@ impl<'t> Shaper<'t> {
             TypeRef::Option(inner) => wrap("nullable", self.shape_at(&["nullable"], inner)),
             TypeRef::Boxed(inner) => self.shape(inner),
             TypeRef::Named(name) => self.named(name),
+            TypeRef::File => scalar("file (sha256, filename, content type)"),
         }
     }
 

@@ -20,10 +20,10 @@ pub use crate::response::{CodecError, Encode, EncodedResponse, NoDeclaredError};
 pub use crate::serve::{
     PlainEndpoint, TxEndpoint, idempotent, method_not_allowed, not_found, plain, transactional,
 };
-pub use idemgen_protocol::KeyHeader;
 pub use idemgen_protocol::codegen::{
     UnknownValue, deserialize_some, double_option, is_none, nullable, some,
 };
+pub use idemgen_protocol::{FilePart, KeyHeader};
 
 /// What a generated `Operation::extract` returns.
 pub type Extracted<T> = Result<T, Problem>;
@@ -173,6 +173,28 @@ pub fn check_max_length(path: &FieldPath<'_>, value: &str, max: u64) -> Result<(
     if value.chars().count() as u64 > max {
         return Err(format!(
             "{path}: must have at most {max} character{}",
+            plural(max)
+        ));
+    }
+    Ok(())
+}
+
+/// `minLength` of a file part (`format: binary`): at least `min` bytes.
+pub fn check_min_size(path: &FieldPath<'_>, value: &FilePart, min: u64) -> Result<(), String> {
+    if (value.len() as u64) < min {
+        return Err(format!(
+            "{path}: must have at least {min} byte{}",
+            plural(min)
+        ));
+    }
+    Ok(())
+}
+
+/// `maxLength` of a file part (`format: binary`): at most `max` bytes.
+pub fn check_max_size(path: &FieldPath<'_>, value: &FilePart, max: u64) -> Result<(), String> {
+    if value.len() as u64 > max {
+        return Err(format!(
+            "{path}: must have at most {max} byte{}",
             plural(max)
         ));
     }

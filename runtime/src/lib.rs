@@ -14,7 +14,7 @@
 //! fresh PostgreSQL database. `codegen` (what generated code calls) and `engine` (the executor's
 //! parts, for benchmarks and the runtime's own tests) are hidden and may change in any release.
 //!
-//! Modules are layered, each importing only those below it: `problem`, `response`, `request`,
+//! Modules are layered, each importing only those below it: `problem` and `multipart`, `response`, `request`,
 //! `auth`, `operation`, `store`, `executor`, `server`, `serve`, then `codegen` and `engine` on top
 //! (checked by `tests/integration/layers.rs`).
 
@@ -26,6 +26,7 @@ pub mod engine;
 mod executor;
 mod listen;
 mod migrate;
+mod multipart;
 mod operation;
 mod problem;
 mod request;
@@ -41,6 +42,7 @@ pub use auth::{
     ApiKeyIn, Authenticator, Credentials, Principal, Requirement, Scheme, SchemeKind, Security,
 };
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
+pub use idemgen_protocol::FilePart;
 pub use listen::{ServeConfig, serve, shutdown_signal};
 pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};

@@ -220,6 +220,40 @@ impl RequestParts {
         self.form_body().map(Some)
     }
 
+    /// The `multipart/form-data` body (required): 415 unless sent as multipart, 400 when it has
+    /// no boundary, is malformed, or a part is missing, repeated, unknown (to a closed schema),
+    /// not of its type or holds a NUL character, naming the part (`body.<name>: …`). Parts are
+    /// read by name, so their order and the boundary do not matter; those named in `json` (the
+    /// Encoding Object's `contentType: application/json`) and object-typed ones are read as JSON.
+    pub fn multipart_body<T: DeserializeOwned>(&self, json: &[&str]) -> Result<T, Problem> {
+        self.required_body()?;
+        self.media_type(
+            "multipart (`Content-Type: multipart/form-data; boundary=…`)",
+            |essence| essence == "multipart/form-data",
+        )?;
+        let content_type = self
+            .parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let boundary = crate::multipart::boundary(content_type).map_err(bad_request)?;
+        let parts = crate::multipart::parse(&self.body, &boundary)
+            .map_err(|e| bad_request(format!("invalid multipart body: {e}")))?;
+        crate::multipart::decode(&parts, json, &nul_in_json).map_err(bad_request)
+    }
+
+    /// The multipart body, `None` when the request has none.
+    pub fn optional_multipart_body<T: DeserializeOwned>(
+        &self,
+        json: &[&str],
+    ) -> Result<Option<T>, Problem> {
+        if self.body.is_empty() {
+            return Ok(None);
+        }
+        self.multipart_body(json).map(Some)
+    }
+
     /// The text body (required): 415 unless sent as `text/*`, 400 when it is not UTF-8 or holds
     /// a NUL character.
     pub fn text_body(&self) -> Result<String, Problem> {

@@ -15,6 +15,7 @@ use super::{EmitError, doc_attrs, doc_attrs_inner, format, types};
 use crate::ir::names::ident;
 use crate::ir::types::{TypeRef, Usage};
 use crate::ir::{Api, BodyKind, OperationIr, ParamIr, ParamLocation, ResponseIr, StatusKey};
+use crate::spec::multipart::PartKind;
 
 /// The client module for `api`, formatted, with the preamble naming `spec_name`: the file a
 /// team includes with `#[rustfmt::skip] mod client;`.
@@ -296,7 +297,7 @@ fn method(op: &OperationIr) -> TokenStream {
     }
     if let Some(body) = &op.body {
         let ty = match &body.kind {
-            BodyKind::Json(ty) | BodyKind::Form(ty) => {
+            BodyKind::Json(ty) | BodyKind::Form(ty) | BodyKind::Multipart { ty, .. } => {
                 let ty = super::types::rust_type(ty, &types_path());
                 quote!(&#ty)
             }
@@ -331,9 +332,29 @@ fn method(op: &OperationIr) -> TokenStream {
     let params = op.params.iter().map(param_stmt);
     let body = op.body.as_ref().map(|b| {
         let media = Literal::string(&b.media_type);
-        let attach = match b.kind {
+        let attach = match &b.kind {
             BodyKind::Json(_) => quote!(call.json(#media, body)?),
             BodyKind::Form(_) => quote!(call.form(#media, body)?),
+            BodyKind::Multipart { parts, .. } => {
+                let parts = parts.iter().map(|p| {
+                    let wire = Literal::string(&p.wire);
+                    let field = ident(&p.field);
+                    match p.kind {
+                        PartKind::File { .. } => quote!(form.files(#wire, &body.#field);),
+                        PartKind::Json { declared: true } => {
+                            quote!(form.json(#wire, &body.#field)?;)
+                        }
+                        PartKind::Text | PartKind::Json { declared: false } => {
+                            quote!(form.field(#wire, &body.#field)?;)
+                        }
+                    }
+                });
+                quote! {{
+                    let mut form = #support::Multipart::new();
+                    #(#parts)*
+                    call.multipart(&form)
+                }}
+            }
             BodyKind::Text => quote!(call.bytes(#media, body.to_owned())),
             BodyKind::Bytes => quote!(call.bytes(#media, body.to_vec())),
         };
@@ -451,7 +472,8 @@ fn push_arm(
 fn construct(r: &ResponseIr, enum_name: &Ident) -> TokenStream {
     let variant = ident(&r.variant);
     let body = r.body.as_ref().map(|b| match b.kind {
-        BodyKind::Json(_) => quote!(answer.json()?),
+        // Responses are never read as multipart (`body_of` types only requests so).
+        BodyKind::Json(_) | BodyKind::Multipart { .. } => quote!(answer.json()?),
         BodyKind::Form(_) => quote!(answer.form()?),
         BodyKind::Text => quote!(answer.text()?),
         BodyKind::Bytes => quote!(answer.body.clone()),

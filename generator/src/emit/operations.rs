@@ -46,7 +46,9 @@ pub fn body_type(kind: &BodyKind) -> TokenStream {
 /// The type of a body carried as `kind`, on `side`.
 pub fn body_type_on(kind: &BodyKind, side: Side) -> TokenStream {
     match (kind, side) {
-        (BodyKind::Json(ty) | BodyKind::Form(ty), _) => rust_type(ty, &types_path()),
+        (BodyKind::Json(ty) | BodyKind::Form(ty) | BodyKind::Multipart { ty, .. }, _) => {
+            rust_type(ty, &types_path())
+        }
         (BodyKind::Text, _) => quote!(::std::string::String),
         (BodyKind::Bytes, Side::Server) => quote!(::axum::body::Bytes),
         (BodyKind::Bytes, Side::Client) => quote!(::idemgen_client::Bytes),
@@ -258,7 +260,10 @@ fn encode_arm(r: &ResponseIr, success: bool, idempotent: bool) -> TokenStream {
         Some(b) => {
             let media = Literal::string(&b.media_type);
             match b.kind {
-                BodyKind::Json(_) => quote!(#support::json(#code, #media, &body)),
+                // Responses are never read as multipart (`body_of` types only requests so).
+                BodyKind::Json(_) | BodyKind::Multipart { .. } => {
+                    quote!(#support::json(#code, #media, &body))
+                }
                 BodyKind::Form(_) => quote!(#support::form(#code, #media, &body)),
                 BodyKind::Text => quote!(#support::bytes(#code, #media, body.into_bytes())),
                 BodyKind::Bytes => quote!(#support::bytes(#code, #media, body.to_vec())),
@@ -424,11 +429,11 @@ pub fn semantic_input(op: &OperationIr, idempotency: &Idempotency) -> TokenStrea
                 quote!(request.body.as_deref()),
                 Some(skip),
             ),
-            (BodyKind::Json(_) | BodyKind::Form(_), true) => {
+            (BodyKind::Json(_) | BodyKind::Form(_) | BodyKind::Multipart { .. }, true) => {
                 let ty = body_type(&body.kind);
                 (quote!(&'a #ty), quote!(&request.body), None)
             }
-            (BodyKind::Json(_) | BodyKind::Form(_), false) => {
+            (BodyKind::Json(_) | BodyKind::Form(_) | BodyKind::Multipart { .. }, false) => {
                 let ty = body_type(&body.kind);
                 (
                     quote!(::std::option::Option<&'a #ty>),

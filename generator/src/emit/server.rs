@@ -11,6 +11,7 @@ use quote::{format_ident, quote};
 use crate::ir::names::ident;
 use crate::ir::types::TypeRef;
 use crate::ir::{Api, BodyKind, Idempotency, OperationIr, ParamLocation, SecurityIr};
+use crate::spec::multipart::PartKind;
 use crate::spec::security::{ApiKeyIn, SchemeKind};
 
 use super::doc_attrs;
@@ -289,6 +290,17 @@ fn extract_method(op: &OperationIr) -> TokenStream {
             (BodyKind::Json(_), false) => quote!(parts.optional_json_body()?),
             (BodyKind::Form(_), true) => quote!(parts.form_body()?),
             (BodyKind::Form(_), false) => quote!(parts.optional_form_body()?),
+            (BodyKind::Multipart { parts, .. }, required) => {
+                let json = parts
+                    .iter()
+                    .filter(|p| matches!(p.kind, PartKind::Json { .. }))
+                    .map(|p| Literal::string(&p.wire));
+                if required {
+                    quote!(parts.multipart_body(&[#(#json),*])?)
+                } else {
+                    quote!(parts.optional_multipart_body(&[#(#json),*])?)
+                }
+            }
             (BodyKind::Text, true) => quote!(parts.text_body()?),
             (BodyKind::Text, false) => quote!(parts.optional_text_body()?),
             (BodyKind::Bytes, true) => quote!(parts.bytes_body()?),

@@ -53,6 +53,7 @@ pub fn rust_type(ty: &TypeRef, types_path: &TokenStream) -> TokenStream {
             let inner = rust_type(inner, types_path);
             quote!(::std::boxed::Box<#inner>)
         }
+        TypeRef::File => quote!(cg::FilePart),
     }
 }
 

@@ -16,7 +16,7 @@ use quote::quote;
 
 use crate::ir::names::ident;
 use crate::ir::types::{Bound, Checks, TypeDef, TypeKind, TypeRef};
-use crate::ir::{Api, BodyKind, OperationIr, ParamLocation};
+use crate::ir::{Api, OperationIr, ParamLocation};
 
 use super::operations::{request_ident, types_path};
 use super::types::rust_type;
@@ -167,9 +167,7 @@ impl<'a> Validation<'a> {
             Some((format!("{location}.{}", p.wire), ident(&p.field), inner))
         });
         let body = op.body.iter().filter_map(move |b| {
-            let (BodyKind::Json(ty) | BodyKind::Form(ty)) = &b.kind else {
-                return None;
-            };
+            let ty = b.kind.typed()?;
             let ty = if b.required {
                 ty.clone()
             } else {
@@ -403,6 +401,16 @@ impl<'a> Validation<'a> {
                 if let (Some(expected), Some(constant)) = (expected, &own.constant) {
                     let shown = constant.to_string();
                     out.extend(quote!(#support::check_const(path, value, #expected, #shown)?;));
+                }
+            }
+            TypeRef::File => {
+                if let Some(n) = own.min_length {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_min_size(path, value, #n)?;));
+                }
+                if let Some(n) = own.max_length {
+                    let n = count(n);
+                    out.extend(quote!(#support::check_max_size(path, value, #n)?;));
                 }
             }
             TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date => {}

@@ -307,10 +307,40 @@ pub enum BodyKind {
     /// `application/x-www-form-urlencoded` request body: the fields of an object schema, decoded
     /// into this type (validated, and fingerprinted as decoded: field order does not matter).
     Form(TypeRef),
+    /// `multipart/form-data` request body whose schema's parts are all typed
+    /// ([`crate::spec::multipart`]): decoded into the struct `ty` by part name, validated, and
+    /// fingerprinted as decoded (files by digest): part order and boundary do not matter.
+    Multipart {
+        /// The body struct.
+        ty: TypeRef,
+        /// Its parts, in schema order.
+        parts: Vec<PartIr>,
+    },
     /// `text/*`: a `String`.
     Text,
     /// Anything else: raw bytes.
     Bytes,
+}
+
+/// One part of a multipart body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartIr {
+    /// The part name.
+    pub wire: String,
+    /// The body struct's field.
+    pub field: String,
+    /// Text, file or JSON.
+    pub kind: crate::spec::multipart::PartKind,
+}
+
+impl BodyKind {
+    /// The type of a JSON, form or multipart body.
+    pub fn typed(&self) -> Option<&TypeRef> {
+        match self {
+            BodyKind::Json(ty) | BodyKind::Form(ty) | BodyKind::Multipart { ty, .. } => Some(ty),
+            BodyKind::Text | BodyKind::Bytes => None,
+        }
+    }
 }
 
 /// A request body.
@@ -498,7 +528,7 @@ fn operation_uses(operations: &[OperationIr]) -> std::collections::BTreeSet<Stri
         for p in &op.params {
             types::named_in(&p.ty, &mut out);
         }
-        if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = op.body.as_ref().map(|b| &b.kind) {
+        if let Some(ty) = op.body.as_ref().and_then(|b| b.kind.typed()) {
             types::named_in(ty, &mut out);
         }
         for r in &op.responses {
@@ -552,7 +582,7 @@ fn mark_usage(operations: &[OperationIr], types: &mut [TypeDef]) {
         for p in &op.params {
             types::named_in(&p.ty, &mut requests);
         }
-        if let Some(BodyKind::Json(ty) | BodyKind::Form(ty)) = op.body.as_ref().map(|b| &b.kind) {
+        if let Some(ty) = op.body.as_ref().and_then(|b| b.kind.typed()) {
             types::named_in(ty, &mut requests);
             if op.is_idempotent() {
                 types::named_in(ty, &mut responses);
@@ -700,6 +730,7 @@ fn operation_ir<'s>(
         )?;
         let checks = match (&kind, schema) {
             (BodyKind::Json(_) | BodyKind::Form(_), Some(schema)) => Checks::of(schema),
+            // The struct's fields carry the parts' checks.
             _ => Checks::default(),
         };
         Some(BodyIr {
@@ -990,6 +1021,37 @@ fn body_of<'s>(
             node: schema,
         };
         BodyKind::Form(space.type_of(schema, hint))
+    } else if let (true, Some(Ok(parts))) = (
+        request,
+        spec::multipart::is_multipart(&chosen.0.text)
+            .then(|| {
+                spec::multipart::parts(
+                    space.spec(),
+                    NodeRef {
+                        file: owner.file,
+                        node: &chosen.1,
+                    },
+                )
+            })
+            .flatten(),
+    ) {
+        let schema = NodeRef {
+            file: owner.file,
+            node: chosen.1.get("schema")?,
+        };
+        let (ty, fields) = space.multipart(schema, &parts, hint);
+        BodyKind::Multipart {
+            ty,
+            parts: parts
+                .iter()
+                .zip(fields)
+                .map(|(p, field)| PartIr {
+                    wire: p.name.to_string(),
+                    field,
+                    kind: p.kind,
+                })
+                .collect(),
+        }
     } else if chosen.0.text.to_ascii_lowercase().starts_with("text/") {
         BodyKind::Text
     } else {

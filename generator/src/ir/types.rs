@@ -45,6 +45,8 @@ pub enum TypeRef {
     Option(Box<TypeRef>),
     /// `Box<T>`: breaks a recursive type.
     Boxed(Box<TypeRef>),
+    /// A file part of a multipart body (`FilePart`: bytes, filename, content type).
+    File,
 }
 
 impl TypeRef {
@@ -449,6 +451,11 @@ impl Constraints {
                 out.min_properties = self.min_properties;
                 out.max_properties = self.max_properties;
             }
+            TypeRef::File => {
+                // A file's lengths count its bytes.
+                out.min_length = self.min_length;
+                out.max_length = self.max_length;
+            }
             _ => {}
         }
         out
@@ -572,6 +579,88 @@ impl<'s> TypeSpace<'s> {
         let ty = self.convert(schema, hint, 0);
         self.drain();
         ty
+    }
+
+    /// The struct of a `multipart/form-data` body (`parts` as [`crate::spec::multipart::parts`]
+    /// read them), named `hint`: its text and JSON parts typed as properties are, its file parts
+    /// [`TypeRef::File`]. Its own definition even when the schema is a component's `$ref`, so
+    /// the component keeps its JSON meaning. Returns the type and each part's field name.
+    pub fn multipart(
+        &mut self,
+        schema: NodeRef<'s>,
+        parts: &[crate::spec::multipart::PartSpec<'s>],
+        hint: &str,
+    ) -> (TypeRef, Vec<String>) {
+        use crate::spec::multipart::PartKind;
+        let at = self.spec.deref(schema);
+        let name = self.names.claim(&type_name(hint));
+        let required = required_of(at.node);
+        let mut ns = Namespace::default();
+        let mut fields = Vec::new();
+        for part in parts {
+            let wire = part.name;
+            let property = self.spec.deref(part.schema);
+            let ty = match part.kind {
+                PartKind::File { many: false } => TypeRef::File,
+                PartKind::File { many: true } => TypeRef::Vec(Box::new(TypeRef::File)),
+                _ => self.convert(part.schema, &format!("{name}{}", type_name(wire)), 1),
+            };
+            let required = required.contains(wire);
+            let checks = match part.kind {
+                PartKind::File { many: true } => Checks {
+                    own: Checks::of(property.node).own,
+                    items: property.node.get("items").map(|items| {
+                        Box::new(Checks::of(
+                            self.spec
+                                .deref(NodeRef {
+                                    file: property.file,
+                                    node: items,
+                                })
+                                .node,
+                        ))
+                    }),
+                    values: None,
+                },
+                PartKind::File { many: false } => Checks::of(property.node),
+                _ => Checks::of(part.schema.node),
+            };
+            fields.push(Field {
+                name: ns.claim(&snake_name(wire)),
+                wire: wire.to_string(),
+                doc: description(property.node),
+                ty,
+                required,
+                checks,
+                default_json: if required || matches!(part.kind, PartKind::File { .. }) {
+                    None
+                } else {
+                    self.default_of(part.schema)
+                },
+                default: None,
+                implied_tag: false,
+            });
+        }
+        let deny_unknown =
+            at.node.get("additionalProperties").and_then(Node::as_bool) == Some(false);
+        let names = fields.iter().map(|f| f.name.clone()).collect();
+        self.defs.insert(
+            name.clone(),
+            TypeDef {
+                name: name.clone(),
+                doc: description(at.node),
+                kind: TypeKind::Struct {
+                    fields,
+                    deny_unknown,
+                    extra: None,
+                    extra_checks: Checks::default(),
+                },
+                checks: Checks::default(),
+                validated: false,
+                usage: Usage::default(),
+            },
+        );
+        self.drain();
+        (TypeRef::Named(name), names)
     }
 
     /// Whether values of `ty` are written as one string (parameters, headers): primitives,

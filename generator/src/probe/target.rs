@@ -1,5 +1,5 @@
 //! One operation's requests as the probe builds them: a valid request (examples first, else
-//! values synthesized from the schemas, as JSON or as a form), a second one that differs in its
+//! values synthesized from the schemas, as JSON, a form or multipart parts), a second one that differs in its
 //! semantic input (the body, else a query parameter, else a fingerprinted header), and an invalid
 //! one (a body that cannot be the operation's, else a required query parameter left out, else a
 //! query value of the wrong type).
@@ -8,16 +8,19 @@ use serde_json::Value;
 
 use crate::ir::{OperationIr, ParamLocation};
 use crate::loader::{LoadedSpec, Node, NodeRef};
+use crate::spec::multipart::PartKind;
 
 use super::chain::scalar;
 use super::http::Request;
 use super::{Declared4xx, Options, synth};
 
 /// How the body is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Encoding {
     Json,
     Form,
+    /// `multipart/form-data`: each property a part, sent as its kind says.
+    Multipart(Vec<(String, PartKind)>),
 }
 
 /// One operation's requests.
@@ -67,7 +70,9 @@ impl Target {
             }),
             min_key_length: key.map_or(1, |k| usize::try_from(k.min_length).unwrap_or(1)),
             content_type: body.as_ref().map(|(ct, _, _, _)| ct.clone()),
-            encoding: body.as_ref().map_or(Encoding::Json, |(_, e, _, _)| *e),
+            encoding: body
+                .as_ref()
+                .map_or(Encoding::Json, |(_, e, _, _)| e.clone()),
             body: body.map(|(_, _, first, second)| (first, second)),
             query: Vec::new(),
             headers: Vec::new(),
@@ -244,8 +249,20 @@ impl Target {
         if let Some(key) = key {
             headers.push((self.key_header.clone(), key.to_string()));
         }
-        if let (Some(ct), Some(_)) = (&self.content_type, body) {
-            headers.push(("content-type".into(), ct.clone()));
+        let body = body.map(|b| match (&self.encoding, b) {
+            (Encoding::Form, Value::Object(fields)) => (form(fields).into_bytes(), None),
+            (Encoding::Multipart(kinds), Value::Object(fields)) => {
+                let (bytes, boundary) = multipart(fields, kinds);
+                (bytes, Some(boundary))
+            }
+            _ => (serde_json::to_vec(b).unwrap_or_default(), None),
+        });
+        if let (Some(ct), Some((_, boundary))) = (&self.content_type, &body) {
+            let ct = match boundary {
+                Some(boundary) => format!("{ct}; boundary={boundary}"),
+                None => ct.clone(),
+            };
+            headers.push(("content-type".into(), ct));
         }
         let mut url = format!("{}{}", options.base_url.trim_end_matches('/'), path);
         for (i, (name, value)) in query.iter().enumerate() {
@@ -254,10 +271,7 @@ impl Target {
             url.push('=');
             url.push_str(&percent(value));
         }
-        let body = body.map(|b| match (self.encoding, b) {
-            (Encoding::Form, Value::Object(fields)) => form(fields).into_bytes(),
-            _ => serde_json::to_vec(b).unwrap_or_default(),
-        });
+        let body = body.map(|(bytes, _)| bytes);
         Request {
             method: self.method.to_ascii_uppercase(),
             url,
@@ -277,6 +291,65 @@ fn form(fields: &serde_json::Map<String, Value>) -> String {
         .join("&")
 }
 
+/// A multipart body of an object's fields, each property a part as `kinds` says (a file part's
+/// bytes are its synthesized string, named `probe.bin`), and its boundary: one that no part
+/// holds.
+fn multipart(
+    fields: &serde_json::Map<String, Value>,
+    kinds: &[(String, PartKind)],
+) -> (Vec<u8>, String) {
+    let mut parts: Vec<(&str, Option<&str>, Vec<u8>)> = Vec::new();
+    for (name, value) in fields {
+        let kind = kinds
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(PartKind::Text, |(_, k)| *k);
+        let items: Vec<&Value> = match (kind, value) {
+            (_, Value::Null) => continue,
+            (PartKind::Json { declared: true }, v) => vec![v],
+            (_, Value::Array(items)) => items.iter().collect(),
+            (_, v) => vec![v],
+        };
+        for item in items {
+            match kind {
+                PartKind::File { .. } => {
+                    parts.push((name, Some("probe.bin"), scalar(item).into_bytes()))
+                }
+                PartKind::Json { .. } => {
+                    parts.push((name, None, serde_json::to_vec(item).unwrap_or_default()))
+                }
+                PartKind::Text => parts.push((name, None, scalar(item).into_bytes())),
+            }
+        }
+    }
+    let boundary = (0..)
+        .map(|n| format!("idemgen-probe-{n}"))
+        .find(|b| {
+            let dash = format!("--{b}");
+            !parts
+                .iter()
+                .any(|(_, _, bytes)| bytes.windows(dash.len()).any(|w| w == dash.as_bytes()))
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, filename, bytes) in parts {
+        out.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        let name = name.replace(['"', '\\', '\r', '\n'], "_");
+        match filename {
+            Some(filename) => out.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+            ),
+            None => out.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        out.extend_from_slice(&bytes);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (out, boundary)
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters.
 pub(super) fn percent(text: &str) -> String {
     text.bytes()
@@ -290,7 +363,8 @@ pub(super) fn percent(text: &str) -> String {
 }
 
 /// The request body of an operation node: (media type, how it is encoded, an example or
-/// synthesized value, a second value that differs). JSON preferred, else a form.
+/// synthesized value, a second value that differs). JSON preferred, else a form, else multipart
+/// parts it can type.
 fn body_of(
     spec: &LoadedSpec,
     node: NodeRef<'_>,
@@ -313,6 +387,20 @@ fn body_of(
                 .iter()
                 .find(|(k, _)| crate::spec::is_form(&k.text))
                 .map(|(k, m)| (k, Encoding::Form, m))
+        })
+        .or_else(|| {
+            content.entries().iter().find_map(|(k, m)| {
+                if !crate::spec::multipart::is_multipart(&k.text) {
+                    return None;
+                }
+                let media = NodeRef {
+                    file: body.file,
+                    node: m,
+                };
+                let parts = crate::spec::multipart::parts(spec, media)?.ok()?;
+                let kinds = parts.iter().map(|p| (p.name.to_string(), p.kind)).collect();
+                Some((k, Encoding::Multipart(kinds), m))
+            })
         })?;
     let media = NodeRef {
         file: body.file,
@@ -343,5 +431,37 @@ mod tests {
         };
         assert_eq!(form(&fields), "n=3&name=a%20b%26c");
         assert_eq!(percent("é/?"), "%C3%A9%2F%3F");
+    }
+
+    #[test]
+    fn multipart_bodies_send_each_property_as_its_kind_of_part() {
+        let fields = serde_json::json!({
+            "file": "probe-a", "title": "x", "tags": ["a", "b"], "meta": {"k": 1}, "gone": null
+        });
+        let Value::Object(fields) = fields else {
+            unreachable!()
+        };
+        let kinds = vec![
+            ("file".to_string(), PartKind::File { many: false }),
+            ("tags".to_string(), PartKind::Text),
+            ("meta".to_string(), PartKind::Json { declared: false }),
+        ];
+        let (body, boundary) = multipart(&fields, &kinds);
+        assert_eq!(boundary, "idemgen-probe-0");
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            "--idemgen-probe-0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"probe.bin\"\r\nContent-Type: application/octet-stream\r\n\r\nprobe-a\r\n\
+             --idemgen-probe-0\r\nContent-Disposition: form-data; name=\"meta\"\r\n\r\n{\"k\":1}\r\n\
+             --idemgen-probe-0\r\nContent-Disposition: form-data; name=\"tags\"\r\n\r\na\r\n\
+             --idemgen-probe-0\r\nContent-Disposition: form-data; name=\"tags\"\r\n\r\nb\r\n\
+             --idemgen-probe-0\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nx\r\n\
+             --idemgen-probe-0--\r\n"
+        );
+        // A boundary no part holds.
+        let holds = serde_json::json!({"title": "--idemgen-probe-0"});
+        let Value::Object(holds) = holds else {
+            unreachable!()
+        };
+        assert_eq!(multipart(&holds, &[]).1, "idemgen-probe-1");
     }
 }

@@ -1,5 +1,6 @@
 //! Media types the generator cannot honour are said out loud: bodies it carries as raw bytes
-//! (multipart, XML, forms without a schema; a form request body with one is typed), alternatives it drops beside the one it serves, event streams served
+//! (XML, forms and multipart bodies without a schema; a form request body with one, and a
+//! multipart one whose parts it can type, are typed), alternatives it drops beside the one it serves, event streams served
 //! as one text body, and idempotent operations whose only success is a stream (which cannot be
 //! stored and replayed).
 
@@ -14,6 +15,9 @@ const STREAMS: [&str; 4] = [
     "application/jsonl",
     "application/stream+json",
 ];
+
+/// How to make a multipart body typed: an object of text, file and JSON parts.
+const MULTIPART_HELP: &str = "give the body an object schema whose parts are text (a scalar, a string enum, an array of them), files (a binary string, or an array of them) or JSON (an object, or a part whose encoding says so):\n\nmultipart/form-data:\n  schema:\n    type: object\n    properties:\n      file: {type: string, format: binary}\n      title: {type: string}\n      meta: {oneOf: [{type: string}, {type: object}]}\n  encoding:\n    meta:\n      contentType: application/json";
 
 fn essence(media: &str) -> String {
     media
@@ -157,6 +161,33 @@ fn check_content(
                 op.display_name(),
                 key.text
             )
+        } else if request && crate::spec::multipart::is_multipart(&key.text) {
+            let media = NodeRef {
+                file: map.file,
+                node: &entries[chosen].1,
+            };
+            let (at, why) = match crate::spec::multipart::parts(spec, media) {
+                Some(Ok(_)) => continue,
+                Some(Err(untyped)) => ((untyped.file, untyped.span), untyped.reason),
+                None => ((map.file, key.span), "it has no schema".to_string()),
+            };
+            let fingerprint = if op.is_idempotent() {
+                "; its fingerprint covers the bytes as sent (the same parts in another order or under another boundary are another request)"
+            } else {
+                ""
+            };
+            sink.report_with_help(
+                RuleId::MediaTypeUntyped,
+                at,
+                Some(op),
+                format!(
+                    "{what} of {}: `{}` is carried as raw bytes, neither typed nor validated: {why}{fingerprint}",
+                    op.display_name(),
+                    key.text
+                ),
+                MULTIPART_HELP.to_string(),
+            );
+            continue;
         } else if !typed(&key.text)
             && !typed_form(spec, map, request, &key.text, &entries[chosen].1)
         {

@@ -4,6 +4,7 @@
 //! The view borrows from a [`LoadedSpec`]; it copies nothing but small structs of references.
 
 pub mod extensions;
+pub mod multipart;
 pub mod security;
 
 use crate::loader::{Key, LoadedSpec, Node, NodeRef};
@@ -301,7 +302,7 @@ pub fn is_flat_form(spec: &LoadedSpec, schema: NodeRef<'_>) -> bool {
 }
 
 /// A schema of one form field: a scalar type (or a list of them with `null`), or a string enum.
-fn is_scalar_schema(node: &Node) -> bool {
+pub(crate) fn is_scalar_schema(node: &Node) -> bool {
     const SCALARS: [&str; 4] = ["string", "integer", "number", "boolean"];
     let structured = [
         "properties",

@@ -9,8 +9,8 @@ use idemgen::Config;
 use idemgen::build::{self, Drift, GeneratedFile};
 
 /// The fixtures under `tests/fixtures/build`, each compiled as `tests/compile/src/<name>`.
-const FIXTURES: [&str; 6] = [
-    "defaults", "forms", "patterns", "security", "shapes", "widgets",
+const FIXTURES: [&str; 7] = [
+    "defaults", "forms", "patterns", "security", "shapes", "uploads", "widgets",
 ];
 
 fn spec(name: &str) -> PathBuf {

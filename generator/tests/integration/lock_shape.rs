@@ -792,3 +792,100 @@ components:
     assert_ne!(body.input_shape, then.input_shape);
     assert!(idemgen::lock::compatible_addition(&body, &then));
 }
+
+/// A multipart body's shape is its parts with their types, a file part a kind of its own: the
+/// lock changes when a part changes type, is added or becomes required, or the body stops being
+/// multipart, and not for a bound or a description.
+#[test]
+fn a_multipart_body_s_lock_records_its_parts_and_files() {
+    const MULTIPART: &str = r#"
+openapi: 3.1.0
+info: { title: Things, version: 1.0.0 }
+paths:
+  /things:
+    post:
+      operationId: createThing
+      x-idempotent: true
+      parameters:
+        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              required: [file]
+              properties:
+                file: { type: string, format: binary }
+                title: { type: string, description: The title. }
+      responses:
+        '201': { description: Created. }
+"#;
+    let base = lock_shape(&api(MULTIPART));
+    let shape = |edits: &[(&str, &str)]| {
+        let mut text = MULTIPART.to_string();
+        for (from, to) in edits {
+            assert!(text.contains(from), "`{from}` not in the spec");
+            text = text.replace(from, to);
+        }
+        let api = api(&text);
+        let body = &api.operations[0].body.as_ref().expect("a body").kind;
+        (lock_shape(&api), matches!(body, BodyKind::Multipart { .. }))
+    };
+    for (what, edits, changes) in [
+        (
+            "a file part becomes text",
+            &[(
+                "file: { type: string, format: binary }",
+                "file: { type: string }",
+            )][..],
+            true,
+        ),
+        (
+            "a file part becomes a list of files",
+            &[(
+                "file: { type: string, format: binary }",
+                "file: { type: array, items: { type: string, format: binary } }",
+            )],
+            true,
+        ),
+        (
+            "a part becomes required",
+            &[("required: [file]", "required: [file, title]")],
+            true,
+        ),
+        (
+            "a part is added",
+            &[(
+                "title: { type: string,",
+                "note: { type: string }\n                title: { type: string,",
+            )],
+            true,
+        ),
+        (
+            "the same schema as JSON",
+            &[("multipart/form-data:", "application/json:")],
+            true,
+        ),
+        (
+            "a bound and a description",
+            &[(
+                "title: { type: string, description: The title. }",
+                "title: { type: string, maxLength: 9, description: Another. }",
+            )],
+            false,
+        ),
+        (
+            "3.1's contentMediaType for 3.0's format: binary",
+            &[(
+                "file: { type: string, format: binary }",
+                "file: { type: string, contentMediaType: application/pdf }",
+            )],
+            false,
+        ),
+    ] {
+        let (lock, _) = shape(edits);
+        assert_eq!(lock != base, changes, "{what}");
+    }
+    assert!(shape(&[]).1, "the base is typed as multipart");
+}

@@ -127,10 +127,18 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/ref-siblings-ignored.yaml",
         &["ref-siblings-ignored@8:7"],
     );
-    // The form body is raw bytes; the event stream beside JSON is dropped.
+    // A multipart schema without properties is raw bytes (said at the schema), and so is one
+    // without a schema (at its media type) and one with a union part it cannot type (at the
+    // part); typed parts (files, file arrays, text, text arrays, objects, a union declared JSON
+    // by its Encoding Object) are not reported. The event stream beside JSON is dropped.
     case(
         "rules/media-type-untyped.yaml",
-        &["media-type-untyped@9:11", "media-type-untyped@16:13"],
+        &[
+            "media-type-untyped@10:21",
+            "media-type-untyped@16:13",
+            "media-type-untyped@43:11",
+            "media-type-untyped@57:17",
+        ],
     );
     case(
         "rules/stream-not-replayable.yaml",
@@ -493,6 +501,106 @@ fn only_flat_forms_are_typed_the_rest_is_said_to_be_bytes() {
             untyped, !flat,
             "{property}: said out loud exactly when not typed"
         );
+    }
+}
+
+#[test]
+fn multipart_bodies_are_typed_exactly_when_check_does_not_report_them() {
+    use idemgen::spec::multipart::PartKind;
+    let spec = |property: &str, encoding: &str| {
+        format!(
+            "openapi: 3.1.0\ninfo: {{title: T, version: '1'}}\npaths:\n  /p:\n    post:\n      operationId: p\n      requestBody:\n        required: true\n        content:\n          multipart/form-data:\n            schema:\n              type: object\n              properties:\n                title: {{type: string}}\n                {property}\n            encoding: {{{encoding}}}\n      responses:\n        '201': {{description: ok}}\n        '503': {{description: down}}\n"
+        )
+    };
+    for (property, encoding, kind) in [
+        (
+            "file: {type: string, format: binary}",
+            "",
+            Some(PartKind::File { many: false }),
+        ),
+        (
+            "file: {type: string, contentMediaType: image/png}",
+            "",
+            Some(PartKind::File { many: false }),
+        ),
+        (
+            "file: {type: string, contentEncoding: base64}",
+            "",
+            Some(PartKind::File { many: false }),
+        ),
+        (
+            "file: {type: [string, 'null'], format: binary}",
+            "",
+            Some(PartKind::File { many: false }),
+        ),
+        (
+            "files: {type: array, items: {type: string, format: binary}}",
+            "",
+            Some(PartKind::File { many: true }),
+        ),
+        (
+            "tags: {type: array, items: {type: integer}}",
+            "",
+            Some(PartKind::Text),
+        ),
+        ("kind: {enum: [a, b]}", "", Some(PartKind::Text)),
+        (
+            "meta: {type: object, properties: {a: {type: string}}}",
+            "",
+            Some(PartKind::Json { declared: false }),
+        ),
+        (
+            "rows: {type: array, items: {type: object}}",
+            "",
+            Some(PartKind::Json { declared: false }),
+        ),
+        (
+            "any: {oneOf: [{type: string}, {type: integer}]}",
+            "any: {contentType: application/json}",
+            Some(PartKind::Json { declared: true }),
+        ),
+        ("any: {oneOf: [{type: string}, {type: integer}]}", "", None),
+        (
+            "any: {oneOf: [{type: string}, {type: integer}]}",
+            "any: {contentType: text/plain}",
+            None,
+        ),
+        (
+            "nested: {type: array, items: {type: array, items: {type: string}}}",
+            "",
+            None,
+        ),
+    ] {
+        let mut fs = idemgen::loader::MemoryFs::new();
+        fs.insert("spec.yaml", spec(property, encoding));
+        let loaded = idemgen::loader::load_with(&fs, std::path::Path::new("spec.yaml")).unwrap();
+        let api = idemgen::ir::Api::from_spec(&loaded, "Idempotency-Key");
+        let body = &api.operations[0].body.as_ref().expect("a body").kind;
+        let got = match body {
+            idemgen::ir::BodyKind::Multipart { parts, .. } => {
+                assert_eq!(parts[0].kind, PartKind::Text, "title");
+                Some(parts[1].kind)
+            }
+            idemgen::ir::BodyKind::Bytes => None,
+            other => panic!("{property}: {other:?}"),
+        };
+        assert_eq!(got, kind, "{property} with {encoding:?}");
+        let report = idemgen::check_loaded(loaded, &Config::default());
+        let untyped: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|f| f.rule == RuleId::MediaTypeUntyped)
+            .collect();
+        assert_eq!(
+            untyped.is_empty(),
+            kind.is_some(),
+            "{property}: said out loud exactly when not typed: {untyped:?}"
+        );
+        if kind.is_none() {
+            // At the part that cannot be typed, with the way out.
+            assert_eq!(untyped[0].span.start.line, 15, "{:?}", untyped[0]);
+            assert!(untyped[0].message.contains("contentType: application/json"));
+        }
     }
 }
 

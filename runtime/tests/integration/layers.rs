@@ -11,6 +11,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("problem", 0),
     ("migrate", 0),
     ("listen", 0),
+    ("multipart", 0),
     ("response", 1),
     ("request", 2),
     ("auth", 3),

@@ -79,6 +79,18 @@ fn every_hs2_vector_matches_the_runtime() {
             Fingerprint::hs1(op, version, &v["input"]).unwrap()
         );
     }
+    // The file-part vector ("File parts"): its input is what a decoded `FilePart` serialises as.
+    let upload = vectors
+        .iter()
+        .find(|v| v["operation"] == "uploadDocument")
+        .expect("the file-part vector");
+    let file = idemgen_runtime::FilePart::new(&b"hello\n"[..])
+        .with_filename("hello.txt")
+        .with_content_type("text/plain");
+    assert_eq!(
+        upload["input"],
+        serde_json::json!({"body": {"document": file, "title": "Q3"}})
+    );
     // The vectors the issue is about: 2^53 + 1 and 2^53 differ under hs2 and not under hs1.
     let ledger = |n: u64| {
         vectors
