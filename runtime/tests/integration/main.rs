@@ -52,3 +52,7 @@ mod layers;
 /// `serve` on loopback sockets: header, body and idle timeouts, the connection limit, shutdown's
 /// grace (HTTP/1.1 and HTTP/2).
 mod listen;
+
+/// Downstream calls: derived keys across attempts and strategies; a separate-claim attempt holds
+/// no connection before its first write (a small pool, a downstream that needs every attempt).
+mod downstream;
