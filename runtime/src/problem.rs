@@ -87,6 +87,47 @@ impl From<ProblemKind> for Problem {
     }
 }
 
+/// A call to another service through a generated client that failed, as the handler that made
+/// it answers (feature `client`; docs/downstream.md): `handler(...).await.map_err(Problem::from)?`.
+///
+/// - The call may have executed ([`idemgen_client::Error::may_have_executed`]: no answer after
+///   sending, a 5xx): 504 outcome unknown, so the client retries with the same key, whose attempt
+///   re-sends the same derived key downstream and gets its replay.
+/// - It surely did not (the connection could not be made) or the downstream asked to come back
+///   later (409 in flight, 429): 503, retried too.
+/// - Any other 4xx (the downstream refused the request as sent) or a request that could not be
+///   encoded: 500, not retried. Map the downstream's business answers (a declined card) to your
+///   own declared responses before this.
+///
+/// The downstream's text is kept for the logs only.
+#[cfg(feature = "client")]
+impl<E> From<idemgen_client::Error<E>> for Problem {
+    fn from(error: idemgen_client::Error<E>) -> Problem {
+        let status = error.status().map(|s| s.as_u16());
+        let kind = if error.may_have_executed() {
+            ProblemKind::OutcomeUnknown
+        } else {
+            match (&error, status) {
+                (idemgen_client::Error::Transport(_), _) | (_, Some(409 | 429)) => {
+                    ProblemKind::ServiceUnavailable
+                }
+                _ => ProblemKind::Internal,
+            }
+        };
+        let problem =
+            Problem::new(kind).with_internal(format!("a downstream call failed: {error}"));
+        match kind {
+            ProblemKind::OutcomeUnknown => problem.with_detail(
+                "The outcome of a call to another service is unknown; retry the request with the \
+                 same idempotency key.",
+            ),
+            ProblemKind::ServiceUnavailable => problem
+                .with_detail("Another service this request needs is unavailable; retry later."),
+            _ => problem,
+        }
+    }
+}
+
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.kind.title(), self.kind.code())?;
