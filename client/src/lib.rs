@@ -2,7 +2,7 @@
 //!
 //! One retry loop for every generated method: a call to an `x-idempotent` operation carries one
 //! key (generated, or the caller's) on every attempt and is retried on connection errors,
-//! timeouts, 409 (after `Retry-After`), 503 and 504 — and 429 when the operation declares it —
+//! timeouts, 409 (after `Retry-After`), 408, 503 and 504 — and 429 when the operation declares it —
 //! with exponential backoff, full jitter and a total time budget. Safe methods are retried the
 //! same way without a key (but not on 409). Any other call is repeated only when it surely never
 //! reached the server (the connection could not be made). Never on 400, 401, 403, 410, 422 or

@@ -30,6 +30,9 @@ pub enum ProblemKind {
     NotFound,
     /// 405: the route exists, the method does not (`Allow` lists the methods).
     MethodNotAllowed,
+    /// 408: the request body was not received within the server's body read timeout; nothing
+    /// was claimed or executed, and the connection is closed (`Connection: close`).
+    RequestTimeout,
     /// 409: another attempt with this key is still running.
     InFlight,
     /// 410: the resource this key created has been deleted.
@@ -57,7 +60,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, in the order of the protocol's table.
-    pub const ALL: [ProblemKind; 17] = [
+    pub const ALL: [ProblemKind; 18] = [
         ProblemKind::KeyMissing,
         ProblemKind::KeyInvalid,
         ProblemKind::InvalidRequest,
@@ -65,6 +68,7 @@ impl ProblemKind {
         ProblemKind::Forbidden,
         ProblemKind::NotFound,
         ProblemKind::MethodNotAllowed,
+        ProblemKind::RequestTimeout,
         ProblemKind::InFlight,
         ProblemKind::ResourceGone,
         ProblemKind::PayloadTooLarge,
@@ -87,6 +91,7 @@ impl ProblemKind {
             Self::Forbidden => "forbidden",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
+            Self::RequestTimeout => "request_timeout",
             Self::InFlight => "idempotency_request_in_flight",
             Self::ResourceGone => "idempotency_resource_gone",
             Self::PayloadTooLarge => "payload_too_large",
@@ -108,6 +113,7 @@ impl ProblemKind {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::InFlight => StatusCode::CONFLICT,
             Self::ResourceGone => StatusCode::GONE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -130,6 +136,7 @@ impl ProblemKind {
             Self::Forbidden => "Forbidden",
             Self::NotFound => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
+            Self::RequestTimeout => "Request body not received in time",
             Self::InFlight => "A request with this idempotency key is in progress",
             Self::ResourceGone => "The resource created with this idempotency key was deleted",
             Self::PayloadTooLarge => "Request body too large",
@@ -158,8 +165,14 @@ impl ProblemKind {
         format!("{TYPE_PREFIX}{}", self.code())
     }
 
+    /// Whether the answer closes the connection (`Connection: close`): 408, whose body was not
+    /// read to its end.
+    pub fn closes_connection(self) -> bool {
+        self == Self::RequestTimeout
+    }
+
     /// Whether a handler may answer with this problem. The others are the request pipeline's own
-    /// answers (key problems, 401, 409, 410, 413, 422, the store's 503, 504): a handler producing
+    /// answers (key problems, 401, 408, 409, 410, 413, 422, the store's 503, 504): a handler producing
     /// one would look to clients exactly like the protocol speaking, so the runtime answers an
     /// opaque 500 instead and logs the handler bug.
     pub fn handler_may_answer(self) -> bool {
@@ -241,12 +254,12 @@ mod tests {
     #[test]
     fn handlers_cannot_speak_for_the_protocol() {
         // Every code beginning with `idempotency_` is the protocol speaking, and so is the
-        // pipeline's own refusals (401, 405, 413, 415).
+        // pipeline's own refusals (401, 405, 408, 413, 415).
         for kind in ProblemKind::ALL {
             assert_eq!(
                 kind.handler_may_answer(),
                 !kind.code().starts_with("idempotency_")
-                    && !matches!(kind.status().as_u16(), 401 | 405 | 413 | 415),
+                    && !matches!(kind.status().as_u16(), 401 | 405 | 408 | 413 | 415),
                 "{kind:?}"
             );
         }

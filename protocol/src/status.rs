@@ -48,9 +48,10 @@ pub enum Repeatable {
 /// Whether a client retries an answer of `status` to a call that is `repeatable`, given whether
 /// the operation declares 429 and the answer's problem `type` (`None` without a problem body).
 /// Keyed calls retry the protocol's 409 (another attempt of the same key is in flight: its type
-/// is `idempotency_request_in_flight`; a handler's business 409 is final), 503 and 504 (nothing,
-/// or maybe something, committed: the key makes retrying safe); safe calls retry 503 and 504; a
-/// declared 429 is retried by both. Never 400, 401, 403, 410, 422 or any other answer:
+/// is `idempotency_request_in_flight`; a handler's business 409 is final), 408 (the body was not
+/// received in time: nothing executed), 503 and 504 (nothing, or maybe something, committed: the
+/// key makes retrying safe); safe calls retry 408, 503 and 504; a declared 429 is retried by
+/// both. Never 400, 401, 403, 410, 422 or any other answer:
 /// repeating them cannot change it.
 pub fn client_retries(
     status: u16,
@@ -64,11 +65,11 @@ pub fn client_retries(
     };
     match repeatable {
         Repeatable::Keyed => {
-            matches!(status, 503 | 504)
+            matches!(status, 408 | 503 | 504)
                 || (status == 409 && in_flight())
                 || (status == 429 && declares_429)
         }
-        Repeatable::Safe => matches!(status, 503 | 504) || (status == 429 && declares_429),
+        Repeatable::Safe => matches!(status, 408 | 503 | 504) || (status == 429 && declares_429),
         Repeatable::Unsafe => false,
     }
 }
@@ -83,9 +84,17 @@ mod tests {
         let in_flight = ProblemKind::InFlight.type_uri();
         let in_flight = Some(in_flight.as_str());
         assert!(client_retries(409, in_flight, Repeatable::Keyed, false));
-        for status in [503, 504] {
+        for status in [408, 503, 504] {
             assert!(
                 client_retries(status, None, Repeatable::Keyed, false),
+                "{status}"
+            );
+            assert!(
+                client_retries(status, None, Repeatable::Safe, false),
+                "{status}"
+            );
+            assert!(
+                !client_retries(status, None, Repeatable::Unsafe, true),
                 "{status}"
             );
         }

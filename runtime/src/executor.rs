@@ -6,7 +6,9 @@
 //!    handler first touches the database (so a downstream call before the first write holds no
 //!    connection), complete the record in that transaction guarded by the claim token, and commit;
 //! 3. store only 2xx results; anything else rolls back and releases the claim;
-//! 4. a lost commit acknowledgement is reconciled by reading the record back on the writer.
+//! 4. a lost commit acknowledgement is reconciled by reading the record back on the writer; when
+//!    the record is not visibly completed (504), the claim is released, ordered after the
+//!    in-doubt commit by the completion's row lock (protocol.md, "Lost commit acknowledgement").
 //!
 //! The in-transaction strategy writes the record once instead: its transaction opens behind the
 //! key's gate (an advisory lock and a look for a record, in the round trip of `BEGIN`), the handler
@@ -585,8 +587,7 @@ async fn retry_failed_releases<S: Store>(
                     next_release.get_or_insert_with(|| At::now() + backoff);
                 }
                 Some(Chore::Shutdown(done)) => {
-                    retry_releases(&*store, &mut deferred, stale_claim).await;
-                    lease.deferred.store(deferred.len(), Ordering::SeqCst);
+                    retry_releases(&*store, &lease, &mut deferred, stale_claim).await;
                     let _ = done.send(());
                     return;
                 }
@@ -594,8 +595,7 @@ async fn retry_failed_releases<S: Store>(
             _ = tokio::time::sleep_until(wake) => {}
         }
         if next_release.is_some_and(|at| At::now() >= at) {
-            let all = retry_releases(&*store, &mut deferred, stale_claim).await;
-            lease.deferred.store(deferred.len(), Ordering::SeqCst);
+            let all = retry_releases(&*store, &lease, &mut deferred, stale_claim).await;
             backoff = if all {
                 RELEASE_RETRY_MIN
             } else {
@@ -611,10 +611,12 @@ async fn retry_failed_releases<S: Store>(
 /// its token, so one whose claim was taken over meanwhile deletes nothing.
 async fn retry_releases<S: Store>(
     store: &S,
+    lease: &Lease,
     deferred: &mut Vec<(Scope, ClaimToken, Instant)>,
     stale_claim: Duration,
 ) -> bool {
     deferred.retain(|(_, _, since)| since.elapsed() < stale_claim);
+    lease.deferred.store(deferred.len(), Ordering::SeqCst);
     while let Some((scope, token, _)) = deferred.first() {
         if let Err(e) = store.release(scope, *token).await {
             tracing::debug!(error = %e, "retrying a release failed; trying again later");
@@ -622,6 +624,8 @@ async fn retry_releases<S: Store>(
         }
         tracing::info!("a claim whose release had failed was released");
         deferred.remove(0);
+        // Counted as each one goes, not after the batch: a freed key is never still counted.
+        lease.deferred.store(deferred.len(), Ordering::SeqCst);
     }
     true
 }
@@ -1059,15 +1063,26 @@ impl<S: Store> Executor<S> {
                             disposition,
                         })
                     }
-                    // Not visibly committed, but the commit may still land: leave any claim
-                    // for stale takeover and tell the client to retry with the same key.
-                    _ => Err(Problem::new(ProblemKind::OutcomeUnknown)
-                        .with_detail(format!(
-                            "Retry the request with the same {}.",
-                            request.key_header
-                        ))
-                        .with_internal(why)
-                        .into()),
+                    // Not visibly committed, but the commit may still land: tell the client to
+                    // retry with the same key, and release the claim. The release is safe: its
+                    // token-guarded DELETE waits for the in-doubt transaction's row lock (its
+                    // completion UPDATE) and then re-checks `state = 'claimed'` on the row as
+                    // that transaction left it, so it deletes nothing that committed. It runs
+                    // apart, so the 504 never waits for the server to decide.
+                    _ => {
+                        if claim_committed {
+                            let this = self.clone();
+                            let scope = request.scope.clone();
+                            tokio::spawn(async move { this.release_quiet(&scope, token).await });
+                        }
+                        Err(Problem::new(ProblemKind::OutcomeUnknown)
+                            .with_detail(format!(
+                                "Retry the request with the same {}.",
+                                request.key_header
+                            ))
+                            .with_internal(why)
+                            .into())
+                    }
                 }
             }
         }

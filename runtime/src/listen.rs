@@ -16,8 +16,9 @@
 //!   HTTP/2 connection that never completes a request).
 //! - **body read timeout** ([`ServeConfig::body_read_timeout`]): every request body is wrapped
 //!   so that reading it fails once the deadline (counted from the request head) passes; the
-//!   pipeline answers 400 (`the request body could not be read`) and hyper closes the
-//!   connection, whose body was not read to its end. A total deadline, not an idle one between
+//!   pipeline answers 408 (`request_timeout`, `Connection: close`) and hyper closes the
+//!   connection, whose body was not read to its end (a handler of one's own that reads the body
+//!   with axum's extractors answers what they answer, 400). A total deadline, not an idle one between
 //!   chunks, so a client trickling a byte a second is cut off too.
 //! - **idle timeout** ([`ServeConfig::idle_timeout`]): a connection with no request in flight
 //!   and no bytes read or written for this long is closed (HTTP/2 included, where hyper has no
@@ -77,7 +78,7 @@ pub struct ServeConfig {
     /// response. Past it the connection is closed without an answer. Default 10 s.
     pub header_read_timeout: Duration,
     /// How long a client may take to send a request's whole body, counted from its head. Past it
-    /// reading fails (answered 400) and the connection is closed. Default 30 s: 1 MiB, the
+    /// reading fails (answered 408 by the pipeline) and the connection is closed. Default 30 s: 1 MiB, the
     /// default body limit, at 35 KB/s.
     pub body_read_timeout: Duration,
     /// How long a connection may stay open with no request in flight and no traffic. Default
@@ -409,7 +410,7 @@ impl TimedBody {
 
 /// The error of a request body not received within [`ServeConfig::body_read_timeout`].
 #[derive(Debug)]
-struct BodyTimeout(Duration);
+pub(crate) struct BodyTimeout(Duration);
 
 impl std::fmt::Display for BodyTimeout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -159,6 +159,11 @@ impl IntoResponse for Problem {
         if let Some(secs) = self.kind.retry_after() {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        if self.kind.closes_connection() {
+            // HTTP/1: hyper closes the connection after this answer (the rest of the body is
+            // never read); HTTP/2 has no such header and hyper leaves it out.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }
@@ -179,6 +184,19 @@ mod tests {
             v["type"],
             "https://idemgen.dev/problems/idempotency_store_unavailable"
         );
+    }
+
+    #[test]
+    fn only_408_closes_the_connection() {
+        for kind in ProblemKind::ALL {
+            let response = Problem::new(kind).into_response();
+            let close = response.headers().get(header::CONNECTION);
+            if kind.status().as_u16() == 408 {
+                assert_eq!(close.map(|v| v.as_bytes()), Some(&b"close"[..]), "{kind:?}");
+            } else {
+                assert_eq!(close, None, "{kind:?}");
+            }
+        }
     }
 
     #[test]

@@ -309,9 +309,17 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, Problem> {
             let too_large = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
                 || e.to_string().contains("length limit");
+            // `serve`'s body read timeout, wherever it sits in the chain of causes.
+            let timed_out =
+                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .find_map(|e| e.downcast_ref::<crate::listen::BodyTimeout>());
             if too_large {
                 Err(Problem::new(ProblemKind::PayloadTooLarge)
                     .with_detail(format!("the request body exceeds {limit} bytes")))
+            } else if let Some(timeout) = timed_out {
+                Err(Problem::new(ProblemKind::RequestTimeout).with_detail(timeout.to_string()))
             } else {
                 Err(bad_request("the request body could not be read").with_internal(e.to_string()))
             }

@@ -336,6 +336,8 @@ impl Store for MemoryStore {
     }
 
     async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError> {
+        // Under the lock `commit` applies completions with, so a release is ordered before or
+        // after a commit, never inside it (PostgreSQL: the completion's row lock).
         let mut records = self.lock();
         if records
             .get(scope)

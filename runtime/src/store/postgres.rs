@@ -27,10 +27,28 @@ pub struct PgStore {
 /// (so a handler's nested `begin` is a savepoint, as inside a `sqlx::Transaction`), because the
 /// in-transaction strategy opens it with a custom `BEGIN` whose failure must not hand an aborted
 /// connection back to the pool. Dropped while open, it rolls back, as `sqlx::Transaction` does.
+///
+/// Cancellation safety (ARCHITECTURE.md, "Cancellation safety"): while a `BEGIN`, `COMMIT` or
+/// `ROLLBACK` of its own is unanswered, or after one failed, the server's transaction state is
+/// not known (sqlx counts a transaction only once `BEGIN` is answered, and forgets one only once
+/// `COMMIT` is). Dropped then (its future cancelled), it closes the connection instead of handing
+/// it back to the pool, so no other request's statements can run inside, or after a stray
+/// `ROLLBACK` of, this transaction.
 #[derive(Debug)]
 pub struct PgTx {
     conn: PoolConnection<Postgres>,
-    open: bool,
+    state: TxState,
+}
+
+/// What a [`PgTx`] knows of its connection's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxState {
+    /// Inside the transaction: dropping queues a `ROLLBACK` (sqlx's depth is right).
+    Open,
+    /// A transaction-control statement is unanswered or failed: dropping closes the connection.
+    InDoubt,
+    /// Committed or rolled back, acknowledged: the connection is idle and may be reused.
+    Ended,
 }
 
 impl PgTx {
@@ -40,32 +58,51 @@ impl PgTx {
         &mut self.conn
     }
 
+    /// A connection about to begin: in doubt until the `BEGIN` is answered.
+    fn beginning(conn: PoolConnection<Postgres>) -> PgTx {
+        PgTx {
+            conn,
+            state: TxState::InDoubt,
+        }
+    }
+
     async fn begin(
-        mut conn: PoolConnection<Postgres>,
+        conn: PoolConnection<Postgres>,
         statement: Option<SqlStr>,
     ) -> Result<PgTx, sqlx::Error> {
-        PgTransactionManager::begin(&mut conn, statement).await?;
-        Ok(PgTx { conn, open: true })
+        let mut tx = PgTx::beginning(conn);
+        // Cancelled or failed before the answer: `tx` is dropped in doubt and closes.
+        PgTransactionManager::begin(&mut tx.conn, statement).await?;
+        tx.state = TxState::Open;
+        Ok(tx)
     }
 
     async fn commit(mut self) -> Result<(), sqlx::Error> {
+        self.state = TxState::InDoubt;
         PgTransactionManager::commit(&mut self.conn).await?;
-        self.open = false;
+        self.state = TxState::Ended;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        self.state = TxState::InDoubt;
         PgTransactionManager::rollback(&mut self.conn).await?;
-        self.open = false;
+        self.state = TxState::Ended;
         Ok(())
     }
 }
 
 impl Drop for PgTx {
     fn drop(&mut self) {
-        if self.open {
+        match self.state {
             // Queues the ROLLBACK; the pool flushes it before the connection is reused.
-            PgTransactionManager::start_rollback(&mut self.conn);
+            TxState::Open => PgTransactionManager::start_rollback(&mut self.conn),
+            // The server may be inside a transaction sqlx does not count, or outside one it
+            // still counts: the connection must not serve anyone else. Closing it ends any
+            // transaction still open on the server (a COMMIT already sent may still land, as
+            // with any lost acknowledgement).
+            TxState::InDoubt => self.conn.close_on_drop(),
+            TxState::Ended => {}
         }
     }
 }
@@ -411,10 +448,16 @@ impl Store for PgStore {
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
-        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.pool.acquire().await.map_err(classify)?;
         let statement = AssertSqlSafe(gated_begin(&hash)).into_sql_str();
-        let failure = match PgTransactionManager::begin(&mut conn, Some(statement)).await {
-            Ok(()) => return Ok(Gate::Open(PgTx { conn, open: true })),
+        // In doubt until the gate's transaction is known open or ended: cancelled or failed in
+        // between, `tx` closes the connection (it may hold the key's advisory lock).
+        let mut tx = PgTx::beginning(conn);
+        let failure = match PgTransactionManager::begin(&mut tx.conn, Some(statement)).await {
+            Ok(()) => {
+                tx.state = TxState::Open;
+                return Ok(Gate::Open(tx));
+            }
             Err(e) => e,
         };
         // The gate failed the transaction (or BEGIN itself failed): end it on this connection
@@ -423,16 +466,16 @@ impl Store for PgStore {
             sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
             _ => None,
         };
-        match code.as_deref() {
+        let gate = match code.as_deref() {
             Some(GATE_BUSY) => {
-                conn.execute("ROLLBACK").await.map_err(classify)?;
+                tx.conn.execute("ROLLBACK").await.map_err(classify)?;
                 Ok(Gate::Busy)
             }
             Some(GATE_RECORD) => {
                 // The rollback and the read in one round trip (literals computed by the runtime).
                 let statement = AssertSqlSafe(rollback_and_read(&hash, request.stale_after));
                 let row = sqlx::raw_sql(statement)
-                    .fetch_optional(&mut *conn)
+                    .fetch_optional(&mut *tx.conn)
                     .await
                     .map_err(classify)?;
                 Ok(Gate::Existing(
@@ -440,15 +483,15 @@ impl Store for PgStore {
                 ))
             }
             Some(READ_ONLY) => {
-                conn.execute("ROLLBACK").await.map_err(classify)?;
+                tx.conn.execute("ROLLBACK").await.map_err(classify)?;
                 Err(classify(failure))
             }
-            _ => {
-                // Unknown state: do not hand the connection back to the pool.
-                conn.close_on_drop();
-                Err(classify(failure))
-            }
-        }
+            // Unknown state: `tx` stays in doubt and closes the connection.
+            _ => return Err(classify(failure)),
+        };
+        // Rolled back and answered: the connection is idle again.
+        tx.state = TxState::Ended;
+        gate
     }
 
     async fn insert_completed(

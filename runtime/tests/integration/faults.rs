@@ -669,3 +669,185 @@ async fn postgres_restart_under_load() {
     );
     assert!(faults > 0, "the restarts were felt");
 }
+
+/// With the separate-claim strategy and the default `stale_claim` (300 s) and lease: a key
+/// answered 504 (the connection cut right after `COMMIT` was sent, or before it) is released
+/// behind the in-doubt transaction, so its retry gets the replay (the commit landed) or executes
+/// once (it did not) within about a second, never a second write and never a wait for
+/// `stale_claim`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry_converges_at_once()
+{
+    const KEYS: usize = 30;
+    let (db, direct) = fresh_pg(4).await;
+    let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let proxied = PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(
+            db.options
+                .clone()
+                .port(proxy.port())
+                .ssl_mode(PgSslMode::Disable),
+        )
+        .await
+        .expect("pool through the proxy");
+    let exec = Executor::new(PgStore::new(proxied), ExecutorConfig::default());
+    assert_eq!(exec.config().stale_claim, Duration::from_secs(300));
+    let (mut unknown, mut replayed, mut executed) = (0, 0, 0);
+    let mut slowest = Duration::ZERO;
+    for i in 0..KEYS {
+        let label = format!("in-doubt-{i}");
+        let req = request(scope("alice", &label), json!({"i": i}), 1);
+        let fault = if i % 2 == 0 {
+            CommitFault::CutAfterForward
+        } else {
+            CommitFault::DropCommit
+        };
+        proxy.arm(fault);
+        let first = exec.execute(req.clone(), pg_id_writer(label.clone())).await;
+        assert_eq!(proxy.disarm(), None, "key {i}: the armed fault fired");
+        match first {
+            Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::OutcomeUnknown => {
+                unknown += 1;
+            }
+            // A COMMIT forwarded before the cut may be visible to the read-back already.
+            Ok(outcome) if fault == CommitFault::CutAfterForward => {
+                assert_eq!(outcome.disposition, Disposition::Executed);
+                continue;
+            }
+            other => panic!("key {i} ({fault:?}): {other:?}"),
+        }
+        // The client's retry, at once and then every 50 ms.
+        let since = Instant::now();
+        let retry = loop {
+            match exec.execute(req.clone(), pg_id_writer(label.clone())).await {
+                Ok(outcome) => break outcome,
+                Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => {
+                    assert!(
+                        since.elapsed() < Duration::from_secs(5),
+                        "key {i} ({fault:?}): still held {:?} after the 504",
+                        since.elapsed()
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(other) => panic!("key {i} ({fault:?}): retry failed: {other:?}"),
+            }
+        };
+        let took = since.elapsed();
+        slowest = slowest.max(took);
+        let ids = pg_write_ids(&direct, &label).await;
+        assert_eq!(
+            ids.len(),
+            1,
+            "key {i} ({fault:?}): exactly one write: {ids:?}"
+        );
+        assert_eq!(retry.response.body, format!("write {}", ids[0]));
+        match retry.disposition {
+            Disposition::Replayed => replayed += 1,
+            Disposition::Executed => executed += 1,
+            other => panic!("key {i}: {other:?}"),
+        }
+        if fault == CommitFault::DropCommit {
+            assert_eq!(
+                retry.disposition,
+                Disposition::Executed,
+                "key {i}: the COMMIT never reached the server; the retry executes"
+            );
+        }
+        let (state, body) = pg_record(&direct, &req.scope).await.expect("a record");
+        assert_eq!(state, "completed", "key {i}");
+        assert_eq!(body, Some(format!("write {}", ids[0]).into_bytes()));
+    }
+    assert_eq!(pg_duplicates(&direct).await.len(), 0);
+    assert!(unknown >= KEYS / 2, "{unknown} answers 504");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "a retry after 504 took {slowest:?}"
+    );
+    eprintln!(
+        "after 504: {unknown} keys, retries replayed {replayed}, executed {executed}; slowest retry \
+         {slowest:?} (stale_claim 300 s)"
+    );
+}
+
+/// The argument behind releasing after 504, on the real statements: while the completion's
+/// transaction is open (in doubt), the token-guarded release on another connection waits for its
+/// row lock; committed, the release deletes nothing; rolled back, it deletes the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
+    use idemgen_runtime::Store;
+    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, StoredResponse};
+    let (_db, pool) = fresh_pg(6).await;
+    let store = Arc::new(PgStore::new(pool.clone()));
+    for commit in [true, false] {
+        let req = request(scope("alice", &format!("ordered-{commit}")), json!({}), 1);
+        let token = ClaimToken::generate();
+        let claimed = store
+            .claim(&ClaimRequest {
+                scope: &req.scope,
+                fingerprint: &req.fingerprint,
+                fingerprint_version: req.fingerprint_version,
+                token,
+                holder: None,
+                stale_after: Duration::from_secs(300),
+                retention: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+        let mut tx = store.begin().await.unwrap();
+        let stored = StoredResponse {
+            status: 201,
+            headers: Vec::new(),
+            body: b"done".to_vec(),
+        };
+        assert!(
+            store
+                .complete(&mut tx, &req.scope, token, &stored, None)
+                .await
+                .unwrap()
+        );
+        let release = tokio::spawn({
+            let store = Arc::clone(&store);
+            let scope = req.scope.clone();
+            async move { store.release(&scope, token).await }
+        });
+        // The release is blocked on the completion's row lock.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    AND query LIKE 'DELETE FROM idempotency_records%'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the release never waited");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!release.is_finished(), "the release went ahead of the lock");
+        if commit {
+            store.commit(tx).await.unwrap();
+        } else {
+            store.rollback(tx).await.unwrap();
+        }
+        release.await.unwrap().unwrap();
+        let record = pg_record(&pool, &req.scope).await;
+        if commit {
+            let (state, body) = record.expect("the completed record");
+            assert_eq!(
+                state, "completed",
+                "the release deleted a committed completion"
+            );
+            assert_eq!(body, Some(b"done".to_vec()));
+        } else {
+            assert_eq!(record, None, "rolled back: the release freed the key");
+        }
+    }
+}

@@ -53,6 +53,14 @@ mod layers;
 /// grace (HTTP/1.1 and HTTP/2).
 mod listen;
 
+/// Cancellation safety: a `BEGIN`, gated `BEGIN`, `COMMIT` or `ROLLBACK` cut in flight never
+/// leaves the pool a connection inside a transaction nobody owns.
+mod cancel;
+
+/// PostgreSQL restarted (`-m fast`, `-m immediate`) under load with the default `stale_claim`:
+/// stranded keys execute seconds after the server is back; one write per key, replays.
+mod restarts;
+
 /// Downstream calls: derived keys across attempts and strategies; a separate-claim attempt holds
 /// no connection before its first write (a small pool, a downstream that needs every attempt).
 mod downstream;

@@ -2,8 +2,15 @@
 //! takeovers, holder leases that lapse (the holder died, or paused and goes on afterwards) and the
 //! takeover they allow, crashes, failed handlers and releases, releases retried later by the
 //! holder's background task, lost commit acknowledgements (of commits that landed and of commits
-//! that never reached the server, both read back), and a delete that tombstones the created
-//! resource, for one key and three attempts of the same request, each in a process of its own.
+//! that never reached the server, both read back), a `COMMIT` left in doubt (sent, the connection
+//! broken, the server deciding later) whose claim the attempt releases after answering 504, and a
+//! delete that tombstones the created resource, for one key and three attempts of the same
+//! request, each in a process of its own.
+//!
+//! The in-doubt transaction holds the row lock of its completion's `UPDATE` until the server
+//! decides, so any statement that writes the record (a release, a takeover, another completion)
+//! waits for it and then re-checks its guard on the row as it is (READ COMMITTED): the model
+//! blocks those steps while a transaction is in doubt.
 //!
 //! Properties (protocol.md, "States and transitions"):
 //! - never two committed business writes for one key;
@@ -18,7 +25,8 @@
 //! guarded by nothing; a business write committed apart from its completion; an in-transaction
 //! attempt with neither the advisory gate nor the primary key; a delete that leaves the
 //! record completed; a delete that removes the record; a takeover on lease expiry that keeps the
-//! dead holder's token instead of installing a new one.
+//! dead holder's token instead of installing a new one; a release after 504 that does not wait
+//! for the in-doubt transaction's row lock.
 //!
 //! What the model shows about the guards: the completion's `state = 'claimed'` alone already
 //! keeps writes to one; the token is what makes a read-back after a lost acknowledgement sound
@@ -53,6 +61,10 @@ enum Bug {
     /// A takeover of a claim whose holder's lease lapsed keeps the holder's token (only the
     /// holder changes), so the dead holder and the taker share it.
     TakeoverKeepsToken,
+    /// The release after an unknown commit outcome goes ahead without waiting for the in-doubt
+    /// transaction (as a release judged from a lock-free read would): it deletes the claim the
+    /// pending completion updated, whose write may still commit.
+    ReleaseIgnoresRowLock,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +91,12 @@ enum Pc {
     WriteCommitted,
     /// Committed; the acknowledgement is on its way.
     Acknowledging,
+    /// The `COMMIT` was sent and the connection broke: the server decides (`Action::Resolve`);
+    /// the attempt reads the record back.
+    InDoubt,
+    /// Answered 504 (outcome unknown): release the claim, guarded by the token and ordered by
+    /// the completion's row lock.
+    ReleasingUnknown,
     /// The handler failed or answered non-2xx: roll back, release the claim.
     Releasing,
     /// Answered; the release failed and the holder's background task retries it later.
@@ -126,6 +144,12 @@ struct State {
     /// freed a key.
     lease_takeover: bool,
     deferred_release: bool,
+    /// The attempt whose transaction (its write and its completion, holding the record's row
+    /// lock) is in doubt: sent to the server, not yet committed or rolled back.
+    in_doubt: Option<u8>,
+    /// Not vacuous: a release after 504 freed the key; one found the in-doubt commit landed.
+    unknown_released: bool,
+    unknown_landed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -136,6 +160,9 @@ enum Action {
     Delete,
     /// Attempt `i`'s process stops renewing its lease (it died, or it pauses and goes on later).
     LeaseLapses { i: u8 },
+    /// The server decides the transaction in doubt: commits it, or rolls it back (the `COMMIT`
+    /// never arrived and the broken connection ends the session).
+    Resolve { commit: bool },
 }
 
 #[derive(Clone)]
@@ -157,8 +184,13 @@ impl Protocol {
             // is held.
             Pc::Start => 3,
             // Crash, handler failure (or non-2xx), success, a COMMIT lost before it reached the
-            // server (nothing committed; read back).
+            // server (nothing committed; read back); separate claims: a COMMIT sent and left in
+            // doubt.
+            Pc::Handling if self.strategy == Strategy::SeparateClaim => 5,
             Pc::Handling => 4,
+            Pc::InDoubt => 1,
+            // The release succeeds or fails (retried later by the background task).
+            Pc::ReleasingUnknown => 2,
             // Crash between the write's commit and the completion, or go on.
             Pc::WriteCommitted => 2,
             // The acknowledgement arrives; is lost and read back; is lost and so is the read.
@@ -183,6 +215,9 @@ impl Protocol {
                     };
                     s.pcs[i] = Pc::Handling;
                 }
+                // A takeover is an UPDATE of the record: it waits for the in-doubt transaction's
+                // row lock, then judges the row again.
+                Record::Claimed { .. } if choice != 1 && self.row_locked(s) => {}
                 Record::Claimed { .. } if choice == 0 => {
                     // Stale by age: take it over with my token.
                     s.record = Record::Claimed {
@@ -253,13 +288,27 @@ impl Protocol {
                     // executor does) only when the record is completed with this attempt's
                     // token; otherwise 504, the claim left in place.
                     self.roll_back(s, i);
-                    let answer = match s.record {
+                    match s.record {
                         Record::Completed { token, .. } if token == s.tokens[i] => {
-                            Answer::Success { result: me }
+                            self.finish(s, i, Answer::Success { result: me });
                         }
-                        _ => Answer::Unknown,
-                    };
-                    self.finish(s, i, answer);
+                        _ => self.unknown(s, i),
+                    }
+                }
+                4 => {
+                    // The COMMIT was sent and the connection broke. The completion's UPDATE
+                    // matched (or the attempt lost its claim and rolls back, as on completion).
+                    if self.row_locked(s) {
+                        return;
+                    }
+                    let mine =
+                        matches!(s.record, Record::Claimed { token, .. } if token == s.tokens[i]);
+                    if mine || self.bug(Bug::UnguardedCompletion) {
+                        s.in_doubt = Some(me);
+                        s.pcs[i] = Pc::InDoubt;
+                    } else {
+                        self.complete_and_commit(s, i);
+                    }
                 }
                 _ if self.bug(Bug::SplitCommit) => {
                     s.writes += 1;
@@ -275,21 +324,45 @@ impl Protocol {
                     self.complete_and_commit(s, i);
                 }
             }
-            (Pc::Acknowledging, _) => {
-                let answer = match choice {
-                    0 => Answer::Success { result: me },
-                    // Lost: read the record back on the writer.
-                    1 => match s.record {
-                        Record::Completed { token, .. } if token == s.tokens[i] => {
-                            Answer::Success { result: me }
-                        }
-                        _ => Answer::Unknown,
-                    },
-                    _ => Answer::Unknown,
-                };
-                self.finish(s, i, answer);
+            (Pc::Acknowledging, _) => match choice {
+                0 => self.finish(s, i, Answer::Success { result: me }),
+                // Lost: read the record back on the writer.
+                1 => match s.record {
+                    Record::Completed { token, .. } if token == s.tokens[i] => {
+                        self.finish(s, i, Answer::Success { result: me });
+                    }
+                    _ => self.unknown(s, i),
+                },
+                _ => self.unknown(s, i),
+            },
+            (Pc::InDoubt, _) => {
+                // The read-back (lock-free: it sees the last committed record).
+                match s.record {
+                    Record::Completed { token, .. } if token == s.tokens[i] => {
+                        self.finish(s, i, Answer::Success { result: me });
+                    }
+                    _ => self.unknown(s, i),
+                }
+            }
+            (Pc::ReleasingUnknown, _) => {
+                if self.row_locked(s) && !self.bug(Bug::ReleaseIgnoresRowLock) {
+                    // The DELETE waits for the in-doubt transaction, then re-checks its guard.
+                    return;
+                }
+                if choice == 0 {
+                    if matches!(s.record, Record::Completed { token, .. } if token == s.tokens[i]) {
+                        s.unknown_landed = true;
+                    }
+                    s.unknown_released |= self.release(s, i);
+                    s.pcs[i] = Pc::Done;
+                } else {
+                    s.pcs[i] = Pc::Deferred;
+                }
             }
             (Pc::Releasing, _) => {
+                if self.row_locked(s) {
+                    return;
+                }
                 if choice == 0 {
                     self.release(s, i);
                     self.finish(s, i, Answer::NotStored);
@@ -301,6 +374,9 @@ impl Protocol {
             (Pc::Deferred, _) => {
                 // Retried by the background task, perhaps long after someone took the claim
                 // over: guarded by the token, it then deletes nothing.
+                if self.row_locked(s) {
+                    return;
+                }
                 if choice == 0 {
                     s.deferred_release |= self.release(s, i);
                 }
@@ -308,6 +384,22 @@ impl Protocol {
             }
             (Pc::Done, _) => {}
         }
+    }
+
+    /// Whether a statement writing the record must wait: a transaction in doubt holds its row
+    /// lock.
+    fn row_locked(&self, s: &State) -> bool {
+        s.in_doubt.is_some()
+    }
+
+    /// 504: the outcome is unknown; the claim is released next (separate claims).
+    fn unknown(&self, s: &mut State, i: usize) {
+        s.answers[i] = Answer::Unknown;
+        s.pcs[i] = if self.strategy == Strategy::SeparateClaim {
+            Pc::ReleasingUnknown
+        } else {
+            Pc::Done
+        };
     }
 
     /// The release: deletes the claim only while it holds this attempt's token. Returns whether
@@ -324,6 +416,10 @@ impl Protocol {
     /// claims (the completion's row lock is held until the commit).
     fn complete_and_commit(&self, s: &mut State, i: usize) {
         let me = i as u8 + 1;
+        if self.strategy == Strategy::SeparateClaim && self.row_locked(s) {
+            // The completion's UPDATE waits for the in-doubt transaction's row lock.
+            return;
+        }
         let split = self.bug(Bug::SplitCommit);
         match self.strategy {
             Strategy::SeparateClaim => {
@@ -373,6 +469,24 @@ impl Protocol {
                 s.committed = me;
                 s.pcs[i] = Pc::Acknowledging;
             }
+        }
+    }
+
+    /// The server commits or rolls back the transaction in doubt. Committed, its write counts and
+    /// its completion applies to the row it locked (in the broken variant that row may have been
+    /// deleted, or re-claimed, meanwhile: the completion is lost, the write is not).
+    fn resolve(&self, s: &mut State, commit: bool) {
+        let Some(j) = s.in_doubt.take() else { return };
+        if !commit {
+            return;
+        }
+        let token = s.tokens[usize::from(j - 1)];
+        s.writes += 1;
+        s.committed = j;
+        if matches!(s.record, Record::Claimed { token: t, .. } if t == token)
+            || self.bug(Bug::UnguardedCompletion)
+        {
+            s.record = Record::Completed { token, result: j };
         }
     }
 
@@ -426,6 +540,9 @@ impl Model for Protocol {
             leases: [true; ATTEMPTS as usize],
             lease_takeover: false,
             deferred_release: false,
+            in_doubt: None,
+            unknown_released: false,
+            unknown_landed: false,
         }]
     }
 
@@ -439,6 +556,10 @@ impl Model for Protocol {
         // one transaction with the tombstone).
         if !state.deleted && matches!(state.record, Record::Completed { .. }) {
             actions.push(Action::Delete);
+        }
+        if state.in_doubt.is_some() {
+            actions.push(Action::Resolve { commit: true });
+            actions.push(Action::Resolve { commit: false });
         }
         // A process's lease may lapse at any time once it has started.
         for i in 0..ATTEMPTS {
@@ -454,6 +575,7 @@ impl Model for Protocol {
             Action::Step { i, choice } => self.step(&mut next, i as usize, choice),
             Action::Delete => self.delete(&mut next),
             Action::LeaseLapses { i } => next.leases[i as usize] = false,
+            Action::Resolve { commit } => self.resolve(&mut next, commit),
         }
         (next != *last).then_some(next)
     }
@@ -506,6 +628,14 @@ impl Model for Protocol {
             Property::sometimes("a deferred release freed the key", |_, s: &State| {
                 s.deferred_release
             }),
+            Property::sometimes(
+                "a release after 504 freed the key, then a write",
+                |_, s: &State| s.unknown_released && s.writes == 1,
+            ),
+            Property::sometimes(
+                "a release after 504 found the in-doubt commit landed",
+                |_, s: &State| s.unknown_landed && s.writes == 1,
+            ),
         ]
     }
 }
@@ -540,6 +670,8 @@ fn check(strategy: Strategy, bug: Option<Bug>) -> (Vec<&'static str>, usize) {
                 .then_some([
                     "a takeover after a lease lapsed, then a write",
                     "a deferred release freed the key",
+                    "a release after 504 freed the key, then a write",
+                    "a release after 504 found the in-doubt commit landed",
                 ])
                 .into_iter()
                 .flatten(),
@@ -609,4 +741,12 @@ fn a_lease_takeover_that_keeps_the_holders_token_is_caught() {
         violated.contains(&"every success names the write"),
         "{violated:?}"
     );
+}
+
+#[test]
+fn a_release_after_504_that_does_not_wait_for_the_in_doubt_commit_is_caught() {
+    let (violated, _) = check(Strategy::SeparateClaim, Some(Bug::ReleaseIgnoresRowLock));
+    // The release deletes the claim the in-doubt completion updated; the COMMIT lands (its write
+    // with it), a retry claims the free key and writes again.
+    assert!(violated.contains(&"at most one write"), "{violated:?}");
 }

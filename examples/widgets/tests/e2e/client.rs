@@ -540,3 +540,75 @@ async fn idemgen_probe_passes_every_check_against_the_service() {
         "{text}"
     );
 }
+
+/// A proxy whose first connection forwards the request's head and only part of its body, so the
+/// server's body read timeout answers 408; it forwards that answer and closes. Later
+/// connections are forwarded whole. Returns its base URL and how many connections it took.
+async fn body_stalling_proxy(upstream: String) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut downstream, _)) = listener.accept().await else {
+                return;
+            };
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Some(request) = read_message(&mut downstream).await else {
+                    return;
+                };
+                let mut server = TcpStream::connect(&upstream).await.unwrap();
+                let sent = if n == 0 {
+                    let head = request.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    &request[..head + 3]
+                } else {
+                    &request[..]
+                };
+                server.write_all(sent).await.unwrap();
+                let Some(response) = read_message(&mut server).await else {
+                    return;
+                };
+                let _ = downstream.write_all(&response).await;
+            });
+        }
+    });
+    (format!("http://{address}"), connections)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_client_repeats_a_408_with_the_same_key_into_one_widget() {
+    let db = fresh_db().await;
+    let server = Server::start(&db, &[("WIDGETS_BODY_TIMEOUT", "300ms")]).await;
+    let upstream = server.base.trim_start_matches("http://").to_owned();
+    let (proxied, connections) = body_stalling_proxy(upstream).await;
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        budget: Duration::from_secs(10),
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(100),
+        attempt_timeout: Duration::from_secs(5),
+    };
+    let reply = client(&proxied, policy)
+        .create_widget(&new_widget("slow"), &CallOptions::default())
+        .await
+        .expect("the call succeeds after the 408");
+    assert_eq!(reply.attempts, 2, "one 408, then the repeat");
+    assert!(
+        !reply.replayed,
+        "the 408 executed nothing: the repeat executes"
+    );
+    assert_eq!(connections.load(Ordering::SeqCst), 2);
+    let CreateWidgetResponse::Status201 { body, .. } = reply.value;
+    assert_eq!(body.name, "slow");
+    // The repeat carried the same key: asking again with it replays.
+    let key = reply.key.expect("a keyed call");
+    let again = client(&server.base, RetryPolicy::default())
+        .create_widget(&new_widget("slow"), &CallOptions::with_key(key))
+        .await
+        .unwrap();
+    assert!(again.replayed);
+    assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 1);
+}

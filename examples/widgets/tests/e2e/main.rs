@@ -30,3 +30,6 @@ mod client;
 /// Serving as an operator runs it: slow clients under a low descriptor limit, SIGTERM within the
 /// grace and every interrupted key once, a log without secrets.
 mod serving;
+
+/// Cancellation safety: clients resetting mid-request under load, then every key retried.
+mod cancel;

@@ -327,7 +327,7 @@ async fn the_log_holds_no_token_key_or_body_and_no_warnings_for_clients_mistakes
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), mid_body.read_to_end(&mut answer)).await;
     assert!(
-        answer.starts_with(b"HTTP/1.1 400"),
+        answer.starts_with(b"HTTP/1.1 408"),
         "{}",
         String::from_utf8_lossy(&answer)
     );
@@ -547,4 +547,52 @@ async fn out_of_descriptors_the_server_warns_once_a_second_and_recovers() {
         "{warnings} warnings in {elapsed:?}:\n{text}"
     );
     eprintln!("nofile 64: {fds} descriptors, {warnings} accept warnings in {elapsed:?}");
+}
+
+/// A body not received within the body read timeout: 408 problem+json (`request_timeout`) with
+/// `Connection: close`, the connection closed, nothing claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_not_received_in_time_is_answered_408_and_the_connection_closed() {
+    let db = fresh_db().await;
+    let server = Server::start(&db, &[("WIDGETS_BODY_TIMEOUT", "400ms")]).await;
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
+    stream
+        .write_all(
+            b"POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok1\r\n\
+              Idempotency-Key: slow-body\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"name\":",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    // The server closes the connection after its answer: read_to_end returns.
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the connection was closed")
+        .unwrap();
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole answer");
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 408"), "{text}");
+    assert!(head.contains("\r\nconnection: close"), "{text}");
+    assert!(
+        head.contains("\r\ncontent-type: application/problem+json"),
+        "{text}"
+    );
+    let problem: serde_json::Value = serde_json::from_str(body).expect("a problem body");
+    assert_eq!(problem["code"], "request_timeout", "{problem}");
+    assert_eq!(problem["status"], 408);
+    assert_eq!(
+        problem["type"],
+        "https://idemgen.dev/problems/request_timeout"
+    );
+    assert!(took >= Duration::from_millis(350), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM idempotency_records").await,
+        0,
+        "nothing was claimed"
+    );
 }

@@ -1,0 +1,224 @@
+//! Cancellation safety of the store's transactions (ARCHITECTURE.md, "Cancellation safety"): a
+//! `BEGIN`, gated `BEGIN`, `COMMIT` or `ROLLBACK` whose future is dropped after it was sent (a
+//! client that disconnected) never hands the pool a connection whose server-side transaction
+//! state differs from what sqlx believes. Without the guard in `PgTx`, a cancelled `BEGIN` left
+//! the server inside a transaction sqlx did not count: the next request's autocommit statements
+//! ran inside it, invisible to everyone else, and a cancelled gated `BEGIN` kept the key's
+//! advisory lock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use idemgen_runtime::engine::{ClaimRequest, ClaimToken, Gate};
+use idemgen_runtime::{PgStore, Store, TxHandle};
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool};
+
+use crate::support::*;
+
+/// Polls `fut` once (its statement is written and flushed, its answer not yet read) and drops it.
+/// Returns its output when it finished in that one poll.
+async fn poll_once_then_drop<F: Future>(fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match fut.as_mut().poll(cx) {
+            Poll::Ready(out) => Some(out),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+/// Waits until every connection of `pool` is back (idle or closed): the pool's return task has
+/// flushed what the dropped future left behind.
+async fn settled(pool: &PgPool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pool.size() != pool.num_idle() as u32 {
+        assert!(Instant::now() < deadline, "a connection never came back");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Makes sure `pool` holds an idle connection (a cancelled statement may have closed the last).
+async fn warm(pool: &PgPool) {
+    drop(pool.acquire().await.unwrap());
+    settled(pool).await;
+}
+
+/// Backends of this database, other than `observer`'s, idle inside a transaction, once closed
+/// connections had a second to end (a closed backend ends its transaction as it exits; one the
+/// pool kept would stay).
+async fn idle_in_transaction(observer: &mut PgConnection) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()
+                AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&mut *observer)
+        .await
+        .unwrap();
+        if n == 0 || Instant::now() >= deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An autocommit insert through `pool` must be visible at once to another connection: it did not
+/// run inside a transaction left open by a cancelled request.
+async fn autocommit_is_visible(pool: &PgPool, observer: &mut PgConnection, n: i32) {
+    sqlx::query("INSERT INTO cancel_probe (n) VALUES ($1)")
+        .bind(n)
+        .execute(pool)
+        .await
+        .unwrap();
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM cancel_probe WHERE n = $1")
+        .bind(n)
+        .fetch_one(&mut *observer)
+        .await
+        .unwrap();
+    assert_eq!(
+        seen, 1,
+        "row {n}: an autocommit insert ran inside a transaction a cancelled request left open"
+    );
+}
+
+async fn one_connection_store() -> (PgPool, Arc<PgStore>, PgConnection) {
+    let (db, _) = fresh_pg(2).await;
+    // One connection: every request reuses the connection the cancelled one had. Without the
+    // ping before each checkout, an idle connection is handed out within the first poll, so that
+    // poll reaches the `BEGIN`.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let mut observer = db.connect().await.unwrap();
+    sqlx::query("CREATE TABLE cancel_probe (n int NOT NULL)")
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    let store = Arc::new(PgStore::new(pool.clone()));
+    (pool, store, observer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_begin_leaves_no_transaction_for_the_next_request() {
+    let (pool, store, mut observer) = one_connection_store().await;
+    let mut cancelled = 0;
+    for n in 0..80 {
+        warm(&pool).await;
+        match poll_once_then_drop(TxHandle::begin(Arc::clone(&store))).await {
+            None => cancelled += 1,
+            Some(begun) => drop(begun.unwrap()),
+        }
+        settled(&pool).await;
+        assert_eq!(idle_in_transaction(&mut observer).await, 0, "round {n}");
+        autocommit_is_visible(&pool, &mut observer, n).await;
+    }
+    eprintln!("{cancelled} of 80 BEGINs cut in flight");
+    // The server sometimes answers within the one poll; most BEGINs are cut in flight.
+    assert!(
+        cancelled >= 10,
+        "only {cancelled} BEGINs were cut in flight"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_commit_or_rollback_leaves_the_connection_idle_and_the_commit_lands_or_not_atomically()
+ {
+    let (pool, store, mut observer) = one_connection_store().await;
+    for n in 0..40 {
+        let mut tx = TxHandle::begin(Arc::clone(&store)).await.unwrap();
+        for part in [0, 1] {
+            sqlx::query("INSERT INTO cancel_probe (n) VALUES ($1)")
+                .bind(10_000 + n * 2 + part)
+                .execute(tx.conn().await.unwrap())
+                .await
+                .unwrap();
+        }
+        if n % 2 == 0 {
+            poll_once_then_drop(tx.commit()).await;
+        } else {
+            poll_once_then_drop(tx.rollback()).await;
+        }
+        settled(&pool).await;
+        assert_eq!(idle_in_transaction(&mut observer).await, 0, "round {n}");
+        // Both rows of the transaction or neither: a COMMIT sent lands whole (as with a lost
+        // acknowledgement), a ROLLBACK sent leaves nothing.
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM cancel_probe WHERE n IN ($1, $2)")
+            .bind(10_000 + n * 2)
+            .bind(10_000 + n * 2 + 1)
+            .fetch_one(&mut observer)
+            .await
+            .unwrap();
+        let expected = if n % 2 == 0 { 2 } else { 0 };
+        // The connection close that ends a cancelled COMMIT may be processed a moment later.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut rows = rows;
+        while rows != expected && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            rows = sqlx::query_scalar("SELECT count(*) FROM cancel_probe WHERE n IN ($1, $2)")
+                .bind(10_000 + n * 2)
+                .bind(10_000 + n * 2 + 1)
+                .fetch_one(&mut observer)
+                .await
+                .unwrap();
+        }
+        assert_eq!(rows, expected, "round {n}");
+        autocommit_is_visible(&pool, &mut observer, n).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_gated_begin_frees_the_keys_gate() {
+    let (pool, store, mut observer) = one_connection_store().await;
+    let req = request(scope("alice", "gate-cancel"), json!({"n": 1}), 1);
+    let claim = |token| ClaimRequest {
+        scope: &req.scope,
+        fingerprint: &req.fingerprint,
+        fingerprint_version: req.fingerprint_version,
+        token,
+        holder: None,
+        stale_after: Duration::from_secs(300),
+        retention: None,
+    };
+    for n in 0..30 {
+        warm(&pool).await;
+        let first = claim(ClaimToken::generate());
+        if let Some(gate) = poll_once_then_drop(store.begin_gated(&first)).await {
+            drop(gate.unwrap());
+        }
+        settled(&pool).await;
+        // A closed connection's backend releases the lock as it exits; one the pool kept would
+        // hold it for good.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let locks = loop {
+            let locks: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+                    .fetch_one(&mut observer)
+                    .await
+                    .unwrap();
+            if locks == 0 || Instant::now() >= deadline {
+                break locks;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(locks, 0, "round {n}: a cancelled gate still holds the key");
+        assert_eq!(idle_in_transaction(&mut observer).await, 0, "round {n}");
+        // The key's gate opens for the next attempt.
+        let next = claim(ClaimToken::generate());
+        match store.begin_gated(&next).await.unwrap() {
+            Gate::Open(tx) => store.rollback(tx).await.unwrap(),
+            Gate::Busy => panic!("round {n}: the gate is busy"),
+            Gate::Existing(_) => panic!("round {n}: a record appeared"),
+        }
+        autocommit_is_visible(&pool, &mut observer, 20_000 + n).await;
+    }
+}
