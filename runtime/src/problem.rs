@@ -18,6 +18,9 @@ pub struct Problem {
     kind: ProblemKind,
     detail: Option<String>,
     internal: Option<String>,
+    /// Made from a failed downstream call (`From<idemgen_client::Error<E>>`): the one way a
+    /// handler may answer the protocol's 504 outcome unknown.
+    downstream: bool,
 }
 
 #[derive(Serialize)]
@@ -38,6 +41,7 @@ impl Problem {
             kind,
             detail: None,
             internal: None,
+            downstream: false,
         }
     }
 
@@ -61,6 +65,15 @@ impl Problem {
     /// The client-facing detail, if any.
     pub fn detail(&self) -> Option<&str> {
         self.detail.as_deref()
+    }
+
+    /// Whether a handler may answer this problem as it is: a kind handlers may answer
+    /// ([`ProblemKind::handler_may_answer`]), or the 504 of a downstream call whose outcome is
+    /// unknown (made by `From<idemgen_client::Error<E>>`, feature `client`), which tells the
+    /// client what the protocol's 504 does: retry with the same key.
+    pub fn handler_may_answer(&self) -> bool {
+        self.kind.handler_may_answer()
+            || (self.downstream && self.kind == ProblemKind::OutcomeUnknown)
     }
 
     /// The log-only text, if any.
@@ -114,8 +127,9 @@ impl<E> From<idemgen_client::Error<E>> for Problem {
                 _ => ProblemKind::Internal,
             }
         };
-        let problem =
+        let mut problem =
             Problem::new(kind).with_internal(format!("a downstream call failed: {error}"));
+        problem.downstream = true;
         match kind {
             ProblemKind::OutcomeUnknown => problem.with_detail(
                 "The outcome of a call to another service is unknown; retry the request with the \

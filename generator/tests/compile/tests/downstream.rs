@@ -72,11 +72,22 @@ fn answers_map_to_the_problem_the_handler_answers() {
     ] {
         let problem = Problem::from(answered(status));
         assert_eq!(problem.kind(), kind, "{status}");
+        // The pipeline answers it as it is: the 504 too, made from a downstream call.
+        assert!(problem.handler_may_answer(), "{status}");
         // The downstream's text stays in the logs.
         let body = String::from_utf8(problem.body_json()).unwrap();
         assert!(!body.contains("payments.example"), "{status}: {body}");
         assert!(problem.internal().unwrap().contains(&status.to_string()));
     }
+}
+
+/// The 504 is the downstream's only: a handler's own `Problem` of that kind is still the
+/// protocol's, answered 500 by the pipeline.
+#[test]
+fn only_a_downstream_failure_may_answer_504() {
+    assert!(!Problem::new(ProblemKind::OutcomeUnknown).handler_may_answer());
+    assert!(!Problem::new(ProblemKind::StoreUnavailable).handler_may_answer());
+    assert!(Problem::new(ProblemKind::ServiceUnavailable).handler_may_answer());
 }
 
 #[tokio::test]
