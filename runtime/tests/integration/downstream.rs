@@ -204,6 +204,10 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
     }
 }
 
+/// What one attempt's handler saw: its strategy, the `charge` key and its UUID spelling, the
+/// `reserve/1` key, and whether the transaction was open.
+type Seen = (Strategy, String, String, String, bool);
+
 /// protocol.md's first derived-key vector: owner `alice`, `createOrder`, no resource scope,
 /// client key `k1`, step `charge`.
 const CHARGE_K1: &str = "idg1-ff18da6ae4b1cdc330b88a307c7d05dc85a2396080f8f317";
@@ -218,7 +222,7 @@ async fn derived_keys_are_stable_across_attempts_processes_and_strategies() {
     let (_db, pool) = fresh_pg(8).await;
     let separate = Executor::new(PgStore::new(pool.clone()), config(Strategy::SeparateClaim));
     let in_tx = Executor::new(PgStore::new(pool.clone()), config(Strategy::InTransaction));
-    let seen: Arc<Mutex<Vec<(Strategy, String, String, String, bool)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let order_scope =
         |key: &str| Scope::new("alice", "createOrder", IdempotencyKey::new(key).unwrap());
     // Attempt 1 (separate claim) fails after deriving, attempt 2 (in-transaction, another
@@ -277,7 +281,7 @@ async fn derived_keys_are_stable_across_attempts_processes_and_strategies() {
         }
     }
     assert_eq!(replayed, 1);
-    let seen = seen.lock().unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     assert_eq!(
         seen.len(),
         3,
@@ -296,7 +300,6 @@ async fn derived_keys_are_stable_across_attempts_processes_and_strategies() {
             "the transaction is open before the handler only under the in-transaction strategy"
         );
     }
-    drop(seen);
     let orders: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
         .fetch_one(&pool)
         .await
@@ -325,7 +328,7 @@ async fn derived_keys_are_stable_across_attempts_processes_and_strategies() {
             .await
             .unwrap();
     }
-    let other = other.lock().unwrap();
+    let other = std::mem::take(&mut *other.lock().unwrap());
     assert_eq!(other.len(), 2);
     assert!(other.iter().all(|k| k.as_str() != CHARGE_K1));
     assert_ne!(other[0], other[1]);
