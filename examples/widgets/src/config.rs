@@ -33,6 +33,9 @@ pub struct Config {
     /// `WIDGETS_HEADER_TIMEOUT`, `WIDGETS_BODY_TIMEOUT`, `WIDGETS_IDLE_TIMEOUT` (durations),
     /// `WIDGETS_MAX_CONNECTIONS` (a count), `WIDGETS_SHUTDOWN_GRACE` (a duration).
     pub serving: idemgen_runtime::ServeConfig,
+    /// `WIDGETS_CORS_ORIGINS`: browser origins allowed to call the API, comma-separated
+    /// (`https://app.example,https://admin.example`); unset, none.
+    pub cors_origins: Vec<http::HeaderValue>,
 }
 
 /// Who a token belongs to.
@@ -109,7 +112,18 @@ impl Config {
             },
             shutdown_grace: duration("WIDGETS_SHUTDOWN_GRACE", defaults.shutdown_grace)?,
         };
+        let cors_origins = get("WIDGETS_CORS_ORIGINS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|origin| !origin.is_empty())
+            .map(|origin| {
+                http::HeaderValue::from_str(origin)
+                    .with_context(|| format!("WIDGETS_CORS_ORIGINS: {origin:?} is no origin"))
+            })
+            .collect::<anyhow::Result<_>>()?;
         Ok(Config {
+            cors_origins,
             database_url,
             serving,
             strategy,
