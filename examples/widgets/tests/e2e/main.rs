@@ -30,3 +30,7 @@ mod client;
 /// Serving as an operator runs it: slow clients under a low descriptor limit, SIGTERM within the
 /// grace and every interrupted key once, a log without secrets.
 mod serving;
+
+/// Observing and composing: request spans under tower-http's `TraceLayer` in the caller's W3C
+/// trace, CORS and gzip around the generated router, the phase histograms.
+mod observe;
