@@ -748,9 +748,7 @@ impl<S: Store> Executor<S> {
             PHASES
                 .scope(std::cell::Cell::new(Phases::default()), async move {
                     let result = match this.config.strategy {
-                        Strategy::SeparateClaim => {
-                            this.run_separate(request, token, handler).await
-                        }
+                        Strategy::SeparateClaim => this.run_separate(request, token, handler).await,
                         Strategy::InTransaction => this.run_in_tx(request, token, handler).await,
                     };
                     tracing::debug!(outcome = outcome_label(&result), "attempt finished");

@@ -88,6 +88,23 @@ pub fn request_span<B>(request: &http::Request<B>) -> tracing::Span {
     span
 }
 
+/// The `tracing-opentelemetry` layer `main.rs` installs, for `tracer`: spans without the
+/// attributes that cost an allocation per span and say little in a service's traces (source
+/// location, thread) and without busy/idle timing (a clock read on every poll). Measured in
+/// docs/benchmarks.md, "Metrics and tracing on the HTTP path".
+pub fn otel_layer<S>(
+    tracer: opentelemetry_sdk::trace::SdkTracer,
+) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::SdkTracer>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+}
+
 /// A request's headers as the propagator reads them.
 struct Headers<'a>(&'a http::HeaderMap);
 

@@ -143,9 +143,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .connect(&url)
         .await
         .context("connecting to DATABASE_URL")?;
-    let metrics = install_metrics()?;
+    let metrics = if config.metrics {
+        Some(install_metrics()?)
+    } else {
+        None
+    };
     let (router, server) = app_and_server(&config, pool).await?;
-    let router = compose::compose(router, &config.cors_origins, Some(metrics));
+    let router = compose::compose(router, &config.cors_origins, metrics);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -173,7 +177,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
     metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(&[
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0, 10.0,
         ])
         .context("histogram buckets")?
         .install_recorder()

@@ -10,7 +10,11 @@ async fn main() -> anyhow::Result<()> {
     // `traceparent` the parent of each request's spans (and its trace id a field of every log
     // line). This provider has no exporter, so spans end here; to ship them, add one, e.g.
     // `opentelemetry-otlp`'s `SpanExporter` with `.with_batch_exporter(exporter)`.
+    // `OTEL_SDK_DISABLED=true` (OpenTelemetry's own switch) leaves the layer out.
     let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let otel = std::env::var("OTEL_SDK_DISABLED")
+        .map_or(true, |v| !v.trim().eq_ignore_ascii_case("true"))
+        .then(|| widgets::compose::otel_layer(provider.tracer("widgets")));
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,sqlx=warn".into());
     tracing_subscriber::registry()
@@ -20,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::fmt::layer()
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
         )
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("widgets")))
+        .with(otel)
         .init();
     let config = widgets::config::Config::from_env()?;
     let served = widgets::serve(config).await;

@@ -164,7 +164,10 @@ async fn exported(exporter: &InMemorySpanExporter, name: &str, want: usize) -> V
         if spans.iter().filter(|s| s.name == name).count() >= want {
             return spans;
         }
-        assert!(Instant::now() < deadline, "{name} spans never ended: {spans:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "{name} spans never ended: {spans:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -192,9 +195,21 @@ async fn request_spans_nest_under_the_trace_layer_in_the_callers_trace() {
         let caller_span = "00f067aa0ba902b7";
         let traceparent = format!("00-{trace_id}-{caller_span}-01");
         let key = format!("span-key-{strategy}");
-        let first = post(&service.base, &key, "Spanned", &[("traceparent", &traceparent)]).await;
+        let first = post(
+            &service.base,
+            &key,
+            "Spanned",
+            &[("traceparent", &traceparent)],
+        )
+        .await;
         assert_eq!(first.status(), 201, "{strategy}");
-        let second = post(&service.base, &key, "Spanned", &[("traceparent", &traceparent)]).await;
+        let second = post(
+            &service.base,
+            &key,
+            "Spanned",
+            &[("traceparent", &traceparent)],
+        )
+        .await;
         assert_eq!(second.status(), 201, "{strategy}");
         assert_eq!(header(second.headers(), "idempotent-replayed"), "true");
         let exported = exported(&exporter, "http.request", 2).await;
@@ -309,14 +324,17 @@ async fn composed_with_cors_and_compression_replays_byte_for_byte() {
     assert_eq!(health.text().await.unwrap(), "ok\n");
 
     let preflight = |origin: &'static str| {
-        http.request(reqwest::Method::OPTIONS, format!("{}/widgets", service.base))
-            .header("origin", origin)
-            .header("access-control-request-method", "POST")
-            .header(
-                "access-control-request-headers",
-                "authorization, content-type, idempotency-key",
-            )
-            .send()
+        http.request(
+            reqwest::Method::OPTIONS,
+            format!("{}/widgets", service.base),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type, idempotency-key",
+        )
+        .send()
     };
     let allowed = preflight(ORIGIN).await.unwrap();
     assert!(allowed.status().is_success(), "{}", allowed.status());
@@ -361,7 +379,10 @@ async fn composed_with_cors_and_compression_replays_byte_for_byte() {
     assert_eq!(header(replay.headers(), "content-encoding"), "gzip");
     assert_eq!(header(replay.headers(), "location"), header(&h, "location"));
     let replay_body = gunzip(&replay.bytes().await.unwrap());
-    assert_eq!(replay_body, first_body, "a replay is the first answer's bytes");
+    assert_eq!(
+        replay_body, first_body,
+        "a replay is the first answer's bytes"
+    );
 
     // Without `Accept-Encoding` the same replay comes uncompressed, the same bytes again.
     let plain = post(&service.base, "gz-1", "Compressed widget", &[]).await;
