@@ -212,7 +212,25 @@ async fn request_spans_nest_under_the_trace_layer_in_the_callers_trace() {
         .await;
         assert_eq!(second.status(), 201, "{strategy}");
         assert_eq!(header(second.headers(), "idempotent-replayed"), "true");
-        let exported = exported(&exporter, "http.request", 2).await;
+        // A plain read and a transactional delete (it tombstones the create's record).
+        let widget: serde_json::Value = first.json().await.unwrap();
+        let path = format!("/widgets/{}", widget["id"].as_str().unwrap());
+        let http = reqwest::Client::new();
+        let read = http
+            .get(format!("{}{path}", service.base))
+            .bearer_auth("tok1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+        let deleted = http
+            .delete(format!("{}{path}", service.base))
+            .bearer_auth("tok1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deleted.status(), 204);
+        let exported = exported(&exporter, "http.request", 4).await;
 
         // The hierarchy and fields, as `tracing` sees them.
         let spans = capture.spans();
@@ -226,36 +244,66 @@ async fn request_spans_nest_under_the_trace_layer_in_the_callers_trace() {
         let http: Vec<usize> = (0..spans.len())
             .filter(|i| spans[*i].name == "http.request")
             .collect();
-        assert_eq!(http.len(), 2, "{strategy}: {spans:#?}");
+        assert_eq!(http.len(), 4, "{strategy}: {spans:#?}");
         let mut outcomes = Vec::new();
         for h in &http {
-            assert_eq!(spans[*h].fields["path"], "/widgets");
-            assert_eq!(spans[*h].fields["trace_id"], trace_id, "{strategy}");
             let requests = children(*h);
             assert_eq!(requests.len(), 1, "{strategy}: {spans:#?}");
             let (r, request) = requests[0];
             assert_eq!(request.name, "idemgen.request");
-            assert_eq!(request.fields["operation"], "createWidget");
             let outcome = request.fields.get("outcome").expect("outcome recorded");
             let mut phases: Vec<&str> = children(r).iter().map(|(_, s)| s.name).collect();
             phases.sort();
             phases.dedup();
-            outcomes.push((outcome.clone(), phases));
+            outcomes.push((
+                spans[*h].fields["path"].replace(&path, "/widgets/{id}"),
+                request.fields["operation"].clone(),
+                outcome.clone(),
+                phases,
+            ));
         }
+        let expected = |path: &str, operation: &str, outcome: &str, phases: &[&'static str]| {
+            (
+                path.to_owned(),
+                operation.to_owned(),
+                outcome.to_owned(),
+                phases.to_vec(),
+            )
+        };
         assert_eq!(
             outcomes,
             [
-                (
-                    "executed".to_owned(),
-                    vec!["idemgen.claim", "idemgen.complete", "idemgen.handler"]
+                expected(
+                    "/widgets",
+                    "createWidget",
+                    "executed",
+                    &["idemgen.claim", "idemgen.complete", "idemgen.handler"]
                 ),
-                (
-                    "replayed".to_owned(),
-                    vec!["idemgen.claim", "idemgen.replay"]
+                expected(
+                    "/widgets",
+                    "createWidget",
+                    "replayed",
+                    &["idemgen.claim", "idemgen.replay"]
+                ),
+                expected(
+                    "/widgets/{id}",
+                    "getWidget",
+                    "executed",
+                    &["idemgen.handler"]
+                ),
+                expected(
+                    "/widgets/{id}",
+                    "deleteWidget",
+                    "executed",
+                    &["idemgen.complete", "idemgen.handler"]
                 ),
             ],
             "{strategy}"
         );
+        // The caller's trace id is in the first two requests' spans (the others sent none).
+        for h in &http[..2] {
+            assert_eq!(spans[*h].fields["trace_id"], trace_id, "{strategy}");
+        }
         for span in &spans {
             for value in span.fields.values() {
                 for secret in [key.as_str(), "tok1", "alice", "Spanned"] {
@@ -268,39 +316,53 @@ async fn request_spans_nest_under_the_trace_layer_in_the_callers_trace() {
             }
         }
 
-        // The same spans in OpenTelemetry: in the caller's trace, under the caller's span.
+        // The same spans in OpenTelemetry: the two creates' in the caller's trace, under the
+        // caller's span; the read and the delete (no `traceparent`) in traces of their own.
         let trace_id = TraceId::from_hex(trace_id).unwrap();
         let caller_span = SpanId::from_hex(caller_span).unwrap();
-        let ours: Vec<&SpanData> = exported
-            .iter()
-            .filter(|s| s.name.starts_with("idemgen.") || s.name == "http.request")
-            .collect();
-        assert!(ours.len() >= 9, "{strategy}: {exported:#?}");
-        for span in &ours {
-            assert_eq!(
-                span.span_context.trace_id(),
-                trace_id,
-                "{strategy}: {}",
-                span.name
-            );
-        }
-        let http_ids: Vec<SpanId> = ours
+        let (callers, own): (Vec<&SpanData>, Vec<&SpanData>) = exported
             .iter()
             .filter(|s| s.name == "http.request")
-            .map(|s| {
-                assert_eq!(s.parent_span_id, caller_span, "{strategy}");
-                assert!(s.parent_span_is_remote);
-                s.span_context.span_id()
-            })
-            .collect();
-        let requests: Vec<&&SpanData> = ours
-            .iter()
-            .filter(|s| s.name == "idemgen.request")
-            .collect();
-        assert_eq!(requests.len(), 2);
-        for request in requests {
-            assert!(http_ids.contains(&request.parent_span_id), "{strategy}");
+            .partition(|s| s.span_context.trace_id() == trace_id);
+        assert_eq!(
+            (callers.len(), own.len()),
+            (2, 2),
+            "{strategy}: {exported:#?}"
+        );
+        for s in &callers {
+            assert_eq!(s.parent_span_id, caller_span, "{strategy}");
+            assert!(s.parent_span_is_remote);
         }
+        for s in &own {
+            assert_eq!(s.parent_span_id, SpanId::INVALID, "{strategy}: a root");
+        }
+        let by_id = |id: SpanId| exported.iter().find(|s| s.span_context.span_id() == id);
+        let mut in_callers_trace = Vec::new();
+        for span in exported.iter().filter(|s| s.name.starts_with("idemgen.")) {
+            // Every idemgen span descends from an `http.request`, in its trace.
+            let mut up = span;
+            while up.name != "http.request" {
+                up = by_id(up.parent_span_id)
+                    .unwrap_or_else(|| panic!("{strategy}: {} has no exported parent", up.name));
+                assert_eq!(up.span_context.trace_id(), span.span_context.trace_id());
+            }
+            if span.span_context.trace_id() == trace_id {
+                in_callers_trace.push(span.name.as_ref());
+            }
+        }
+        in_callers_trace.sort();
+        in_callers_trace.dedup();
+        assert_eq!(
+            in_callers_trace,
+            [
+                "idemgen.claim",
+                "idemgen.complete",
+                "idemgen.handler",
+                "idemgen.replay",
+                "idemgen.request"
+            ],
+            "{strategy}"
+        );
         drop(service);
         provider.shutdown().unwrap();
     }
