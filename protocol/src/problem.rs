@@ -48,7 +48,8 @@ pub enum ProblemKind {
     FingerprintVersionChanged,
     /// 500: an unexpected server error (details only in the logs).
     Internal,
-    /// 503: the idempotency store cannot be reached; nothing was executed.
+    /// 503: the idempotency store cannot be reached; nothing of this service was committed (after
+    /// a handler asked for a derived key, the executor answers [`ProblemKind::OutcomeUnknown`]).
     StoreUnavailable,
     /// 503: a dependency of an operation without an idempotency key (its database) cannot be
     /// reached, or a downstream call of a handler surely did not execute.

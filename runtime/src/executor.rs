@@ -218,9 +218,12 @@ pub struct TxHandle<S: Store> {
     resource_ref: Option<String>,
     /// The attempt's scope; `None` outside an idempotent attempt.
     scope: Option<Scope>,
-    /// Why beginning the transaction lazily failed, if it did: the attempt then answers 503
-    /// whatever error the handler made of it.
+    /// Why beginning the transaction lazily failed, if it did: the attempt then fails with the
+    /// store (503, or 504 after a derived key) whatever the handler returned.
     begin_failed: Option<String>,
+    /// Whether the handler asked for a derived key: it may have made a downstream call, so a
+    /// store failure after it is an unknown outcome (504), not "nothing executed" (503).
+    derived: AtomicBool,
 }
 
 impl<S: Store> std::fmt::Debug for TxHandle<S> {
@@ -244,6 +247,7 @@ impl<S: Store> TxHandle<S> {
             resource_ref: None,
             scope: None,
             begin_failed: None,
+            derived: AtomicBool::new(false),
         })
     }
 
@@ -256,6 +260,7 @@ impl<S: Store> TxHandle<S> {
             resource_ref: None,
             scope: Some(scope),
             begin_failed: None,
+            derived: AtomicBool::new(false),
         }
     }
 
@@ -276,8 +281,9 @@ impl<S: Store> TxHandle<S> {
     }
 
     /// The store's transaction, begun now if it was not yet (see the type's docs). A failure to
-    /// begin it fails the attempt with 503 (nothing was written), whatever the handler makes of
-    /// the error.
+    /// begin it fails the attempt, whatever the handler returns: 503 (nothing of this service was
+    /// written), or 504 when the handler asked for a derived key (a downstream call it made may
+    /// have executed: the client's retry with the same key learns its outcome).
     pub async fn tx(&mut self) -> Result<&mut S::Tx, StoreError> {
         let tx = match self.tx.take() {
             Some(tx) => tx,
@@ -307,8 +313,13 @@ impl<S: Store> TxHandle<S> {
     /// idemgen client; [`DerivedKey::uuid`] for an API that takes UUIDs only). `None` outside an
     /// idempotent attempt ([`TxHandle::begin`], operations without `x-idempotent`), which has no
     /// client key to derive from.
+    ///
+    /// From then on a failure of this service's store fails the attempt with 504 (outcome
+    /// unknown) rather than 503: the downstream call may have executed, and only a retry with the
+    /// same key re-sends the same derived key.
     pub fn derive_key(&self, step: &str) -> Option<DerivedKey> {
         let scope = self.scope.as_ref()?;
+        self.derived.store(true, Ordering::SeqCst);
         Some(DerivedKey::new(
             &scope.owner,
             &scope.operation,
@@ -1010,27 +1021,32 @@ impl<S: Store> Executor<S> {
             tx,
             resource_ref,
             begin_failed,
+            derived,
             ..
         } = handle;
+        let store_failed = StoreFailure {
+            derived: derived.into_inner(),
+        };
         // The resource a record is about, for `x-idempotency-tombstones`: the one the handler
         // named, else the one its path names (a capture of `/payments/{id}` is about the payment).
         let resource_ref = resource_ref.or_else(|| {
             let scope = &request.scope.resource_scope;
             (!scope.is_empty()).then(|| scope.clone())
         });
+        // The handler could not begin its transaction: the store is down, not the handler wrong,
+        // whatever it returned (a handler that went on without its write must not be stored).
+        if let Some(why) = begin_failed {
+            self.abandon(tx, request, token, claim_committed)
+                .instrument(complete_span)
+                .await;
+            return Err(store_failed.problem(why).into());
+        }
         let response = match result {
             Ok(response) => response,
             Err(e) => {
                 self.abandon(tx, request, token, claim_committed)
                     .instrument(complete_span)
                     .await;
-                // The handler could not begin its transaction: the store is down, not the
-                // handler wrong (nothing was written).
-                if let Some(why) = begin_failed {
-                    return Err(Problem::new(ProblemKind::StoreUnavailable)
-                        .with_internal(why)
-                        .into());
-                }
                 return Err(ExecuteError::Handler(e));
             }
         };
@@ -1062,7 +1078,7 @@ impl<S: Store> Executor<S> {
                     self.abandon(None, request, token, claim_committed)
                         .instrument(complete_span)
                         .await;
-                    return Err(unavailable(e).into());
+                    return Err(store_failed.problem(e.to_string()).into());
                 }
             },
         };
@@ -1099,7 +1115,7 @@ impl<S: Store> Executor<S> {
                 self.abandon(Some(tx), request, token, claim_committed)
                     .instrument(complete_span)
                     .await;
-                return Err(unavailable(e).into());
+                return Err(store_failed.problem(e.to_string()).into());
             }
         }
         let disposition = if taken_over {
@@ -1107,9 +1123,19 @@ impl<S: Store> Executor<S> {
         } else {
             Disposition::Executed
         };
-        self.commit(request, token, tx, response, disposition, claim_committed)
-            .instrument(complete_span)
-            .await
+        self.commit(
+            request,
+            token,
+            tx,
+            Outcome {
+                response,
+                disposition,
+            },
+            claim_committed,
+            store_failed,
+        )
+        .instrument(complete_span)
+        .await
     }
 
     /// Rolls `tx` back (when it was begun) and, when the claim was committed on its own,
@@ -1135,22 +1161,17 @@ impl<S: Store> Executor<S> {
         request: &IdempotentRequest,
         token: ClaimToken,
         tx: S::Tx,
-        response: R,
-        disposition: Disposition,
+        outcome: Outcome<R>,
         claim_committed: bool,
+        store_failed: StoreFailure,
     ) -> Result<Outcome<R>, ExecuteError<E>> {
         match self.store.commit(tx).await {
-            Ok(()) => Ok(Outcome {
-                response,
-                disposition,
-            }),
+            Ok(()) => Ok(outcome),
             Err(CommitError::Rejected(why)) => {
                 if claim_committed {
                     self.release_quiet(&request.scope, token).await;
                 }
-                Err(Problem::new(ProblemKind::StoreUnavailable)
-                    .with_internal(why)
-                    .into())
+                Err(store_failed.problem(why).into())
             }
             Err(CommitError::Unknown(why)) => {
                 match self
@@ -1163,10 +1184,7 @@ impl<S: Store> Executor<S> {
                         if record.state == RecordState::Completed
                             && record.claim_token == Some(token) =>
                     {
-                        Ok(Outcome {
-                            response,
-                            disposition,
-                        })
+                        Ok(outcome)
                     }
                     // Not visibly committed, but the commit may still land: tell the client to
                     // retry with the same key, and release the claim. The release is safe: its
@@ -1289,6 +1307,25 @@ impl<S: Store> Executor<S> {
             Ok(stored) => Ok(Some(stored)),
             Err(_) => Ok(None),
         }
+    }
+}
+
+/// How a failure of the store after the handler ran is answered: 503 (nothing of this service was
+/// written; retry), or 504 when the handler asked for a derived key, since a downstream call it
+/// made may have executed and only a retry with the same key learns its outcome.
+#[derive(Debug, Clone, Copy)]
+struct StoreFailure {
+    derived: bool,
+}
+
+impl StoreFailure {
+    fn problem(self, internal: String) -> Problem {
+        let kind = if self.derived {
+            ProblemKind::OutcomeUnknown
+        } else {
+            ProblemKind::StoreUnavailable
+        };
+        Problem::new(kind).with_internal(internal)
     }
 }
 

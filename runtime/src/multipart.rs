@@ -202,8 +202,15 @@ fn parameters(text: &str) -> Result<Vec<(String, String)>, String> {
             loop {
                 match chars.next() {
                     Some('"') => break,
-                    Some('\\') => match chars.next() {
-                        Some(c) => value.push(c),
+                    // `\"` and `\\` are escapes (RFC 822 quoted pairs, as our client and curl
+                    // write them); any other backslash is the character itself, as browsers send
+                    // a Windows path (RFC 7578 §4.2: they percent-encode `"` instead).
+                    Some('\\') => match chars.peek() {
+                        Some(&c @ ('"' | '\\')) => {
+                            chars.next();
+                            value.push(c);
+                        }
+                        Some(_) => value.push('\\'),
                         None => return Err("an unterminated quoted parameter".to_string()),
                     },
                     Some(c) => value.push(c),
@@ -234,11 +241,17 @@ pub(crate) fn decode<T: DeserializeOwned>(
     json: &[&str],
     nul: &dyn Fn(&[u8]) -> Option<String>,
 ) -> Result<T, String> {
+    // Parts grouped by name in the order names first appear (up to `MAX_PARTS` names: indexed,
+    // not searched).
     let mut groups: Vec<(&str, Vec<&Part>)> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for part in parts {
-        match groups.iter_mut().find(|(n, _)| *n == part.name) {
-            Some((_, group)) => group.push(part),
-            None => groups.push((&part.name, vec![part])),
+        match index.get(part.name.as_str()) {
+            Some(&at) => groups[at].1.push(part),
+            None => {
+                index.insert(&part.name, groups.len());
+                groups.push((&part.name, vec![part]));
+            }
         }
     }
     let access = Parts {
@@ -685,6 +698,24 @@ mod tests {
         assert!(boundary(&format!("multipart/form-data; boundary={}", "x".repeat(71))).is_err());
         assert!(boundary("multipart/form-data; boundary=\"open").is_err());
         assert!(boundary("multipart/form-data; boundary=a\u{1}b").is_err());
+    }
+
+    #[test]
+    fn a_backslash_escapes_only_a_quote_or_a_backslash() {
+        let filename = |quoted: &str| {
+            parameters(&format!("; name=\"f\"; filename={quoted}"))
+                .unwrap()
+                .into_iter()
+                .find(|(k, _)| k == "filename")
+                .map(|(_, v)| v)
+                .unwrap()
+        };
+        // A browser's Windows path keeps its backslashes.
+        assert_eq!(filename(r#""C:\dir\a.txt""#), r"C:\dir\a.txt");
+        // Quoted pairs, as our client and curl write `"` and `\`.
+        assert_eq!(filename(r#""a \"b\".bin""#), r#"a "b".bin"#);
+        assert_eq!(filename(r#""a\\b""#), r"a\b");
+        assert!(parameters(r#"; filename="a\"#).is_err());
     }
 
     #[test]

@@ -107,9 +107,10 @@ impl From<ProblemKind> for Problem {
 ///   sending, a 5xx): 504 outcome unknown, so the client retries with the same key, whose attempt
 ///   re-sends the same derived key downstream and gets its replay.
 /// - It surely did not (the connection could not be made) or the downstream asked to come back
-///   later (409 in flight, 429): 503, retried too.
-/// - Any other 4xx (the downstream refused the request as sent) or a request that could not be
-///   encoded: 500, not retried. Map the downstream's business answers (a declined card) to your
+///   later (its 408 or 429, or the protocol's 409 `idempotency_request_in_flight`): 503, retried
+///   too.
+/// - Any other 4xx (the downstream refused the request as sent, a business 409 included) or a
+///   request that could not be encoded: 500, not retried. Map the downstream's business answers (a declined card) to your
 ///   own declared responses before this.
 ///
 /// The downstream's text is kept for the logs only.
@@ -120,8 +121,17 @@ impl<E> From<idemgen_client::Error<E>> for Problem {
         let kind = if error.may_have_executed() {
             ProblemKind::OutcomeUnknown
         } else {
+            // Come back later: no connection could be made, the downstream's own 408 or 429, or
+            // the protocol's 409 (another attempt of the derived key in flight). A business 409
+            // (`already captured`) will not change on a retry: it is a refusal like any 4xx.
+            let in_flight = |reply: &idemgen_client::Reply<idemgen_client::ProblemDetails>| {
+                reply.value.kind == ProblemKind::InFlight.type_uri()
+            };
             match (&error, status) {
-                (idemgen_client::Error::Transport(_), _) | (_, Some(409 | 429)) => {
+                (idemgen_client::Error::Transport(_), _) | (_, Some(408 | 429)) => {
+                    ProblemKind::ServiceUnavailable
+                }
+                (idemgen_client::Error::Problem(reply), Some(409)) if in_flight(reply) => {
                     ProblemKind::ServiceUnavailable
                 }
                 _ => ProblemKind::Internal,

@@ -49,10 +49,10 @@ async fn warm(pool: &PgPool) {
 }
 
 /// Backends of this database, other than `observer`'s, idle inside a transaction, once closed
-/// connections had a second to end (a closed backend ends its transaction as it exits; one the
+/// connections had up to five seconds to end (a closed backend ends its transaction as it exits; one the
 /// pool kept would stay).
 async fn idle_in_transaction(observer: &mut PgConnection) -> i64 {
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
@@ -203,7 +203,7 @@ async fn a_cancelled_gated_begin_frees_the_keys_gate() {
         settled(&pool).await;
         // A closed connection's backend releases the lock as it exits; one the pool kept would
         // hold it for good.
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(5);
         let locks = loop {
             let locks: i64 =
                 sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")

@@ -147,9 +147,11 @@ async fn a_connection_held_across_the_downstream_call_exhausts_the_pool() {
 }
 
 /// A claim pool apart and a business pool closed: the claim succeeds, the handler's first touch
-/// cannot begin the transaction, and whatever the handler makes of that error the attempt
-/// answers 503 and releases its claim (a retry executes). The same when the handler never
-/// touches the database and the completion begins the transaction.
+/// cannot begin the transaction, and whatever the handler makes of that error (its own error, or
+/// swallowed and a 201 returned) the attempt answers 503 and releases its claim (a retry
+/// executes); nothing is stored. The same when the handler never touches the database and the
+/// completion begins the transaction. A handler that asked for a derived key may have called
+/// downstream: the answer is then 504 (outcome unknown), never the 503's "nothing executed".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
     let (db, direct) = fresh_pg(2).await;
@@ -168,18 +170,47 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
         config(Strategy::SeparateClaim),
     );
     business.close().await;
-    for touches in [true, false] {
-        let s = scope("alice", &format!("closed-{touches}"));
+    /// How the handler touches the database, if it does.
+    #[derive(Debug, Clone, Copy)]
+    enum Touch {
+        Not,
+        MapsTheError,
+        SwallowsTheError,
+    }
+    for (touch, derives, expected) in [
+        (Touch::MapsTheError, false, ProblemKind::StoreUnavailable),
+        (
+            Touch::SwallowsTheError,
+            false,
+            ProblemKind::StoreUnavailable,
+        ),
+        (Touch::Not, false, ProblemKind::StoreUnavailable),
+        (Touch::Not, true, ProblemKind::OutcomeUnknown),
+        (Touch::MapsTheError, true, ProblemKind::OutcomeUnknown),
+    ] {
+        let case = format!("{touch:?}, derives {derives}");
+        let s = scope("alice", &format!("closed-{touch:?}-{derives}"));
         let result = exec
             .execute(
                 request(s.clone(), json!({}), 1),
                 move |tx: &mut TxHandle<PgStore>| {
                     Box::pin(async move {
-                        if touches {
+                        if derives {
+                            // The downstream call would be made with this key here.
+                            assert!(tx.derive_key("charge").is_some());
+                        }
+                        match touch {
+                            Touch::Not => {}
                             // The handler turns the store's error into its own.
-                            tx.conn()
-                                .await
-                                .map_err(|_| "handler's own error".to_owned())?;
+                            Touch::MapsTheError => {
+                                tx.conn()
+                                    .await
+                                    .map_err(|_| "handler's own error".to_owned())?;
+                            }
+                            // The handler goes on without its write.
+                            Touch::SwallowsTheError => {
+                                assert!(tx.conn().await.is_err());
+                            }
                         }
                         Ok::<_, String>(TestResponse {
                             status: 201,
@@ -191,15 +222,13 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
             )
             .await;
         match result {
-            Err(ExecuteError::Problem(p)) => {
-                assert_eq!(p.kind(), ProblemKind::StoreUnavailable, "touches {touches}");
-            }
-            other => panic!("touches {touches}: {other:?}"),
+            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind(), expected, "{case}"),
+            other => panic!("{case}: {other:?}"),
         }
         assert_eq!(
             pg_record(&direct, &s).await,
             None,
-            "the claim was released (touches {touches})"
+            "the claim was released, nothing stored ({case})"
         );
     }
 }

@@ -726,7 +726,7 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
                 Ok(outcome) => break outcome,
                 Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => {
                     assert!(
-                        since.elapsed() < Duration::from_secs(5),
+                        since.elapsed() < Duration::from_secs(10),
                         "key {i} ({fault:?}): still held {:?} after the 504",
                         since.elapsed()
                     );
@@ -763,7 +763,8 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
     assert_eq!(pg_duplicates(&direct).await.len(), 0);
     assert!(unknown >= KEYS / 2, "{unknown} answers 504");
     assert!(
-        slowest < Duration::from_secs(2),
+        // Seconds, not `stale_claim`'s 300 (bounded loosely: a loaded CI machine is slow).
+        slowest < Duration::from_secs(5),
         "a retry after 504 took {slowest:?}"
     );
     eprintln!(

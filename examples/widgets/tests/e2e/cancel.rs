@@ -266,15 +266,22 @@ async fn clients_resetting_mid_request_never_share_a_transaction_and_every_key_e
     let distinct = count(&db, "SELECT count(DISTINCT name) FROM widgets").await;
     assert_eq!(distinct, KEYS as i64);
 
-    // No connection of the service's pools sits inside a transaction nobody owns.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let stuck = count(
-        &db,
-        "SELECT count(*) FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid()
-            AND state LIKE 'idle in transaction%'",
-    )
-    .await;
+    // No connection of the service's pools sits inside a transaction nobody owns (a closed
+    // connection's backend may take a moment to exit: wait up to 5 s for it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let stuck = loop {
+        let stuck = count(
+            &db,
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()
+                AND state LIKE 'idle in transaction%'",
+        )
+        .await;
+        if stuck == 0 || std::time::Instant::now() >= deadline {
+            break stuck;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(
         stuck, 0,
         "a pooled connection was left inside a transaction"

@@ -13,7 +13,12 @@ use idemgen_runtime::{Problem, ProblemKind};
 
 /// An answer of `status` as the generated code turns it into an error.
 fn answered(status: u16) -> Error<()> {
-    let body = format!(r#"{{"type":"https://payments.example/p","title":"t","status":{status}}}"#);
+    answered_as(status, "https://payments.example/p")
+}
+
+/// An answer of `status` with the problem type `kind`.
+fn answered_as(status: u16, kind: &str) -> Error<()> {
+    let body = format!(r#"{{"type":"{kind}","title":"t","status":{status}}}"#);
     let mut headers = HeaderMap::new();
     headers.insert("content-type", "application/problem+json".parse().unwrap());
     let answer = Answer {
@@ -27,7 +32,7 @@ fn answered(status: u16) -> Error<()> {
     let error = answer.error::<()>();
     assert!(
         matches!(error, Error::Problem(ref r) if r.value == ProblemDetails {
-            kind: "https://payments.example/p".into(),
+            kind: kind.into(),
             title: "t".into(),
             status,
             detail: None,
@@ -64,7 +69,9 @@ fn answers_map_to_the_problem_the_handler_answers() {
         (502, ProblemKind::OutcomeUnknown),
         (503, ProblemKind::OutcomeUnknown),
         (504, ProblemKind::OutcomeUnknown),
-        (409, ProblemKind::ServiceUnavailable),
+        // A business 409 ("already captured") will not change on a retry.
+        (409, ProblemKind::Internal),
+        (408, ProblemKind::ServiceUnavailable),
         (429, ProblemKind::ServiceUnavailable),
         (400, ProblemKind::Internal),
         (402, ProblemKind::Internal),
@@ -79,6 +86,19 @@ fn answers_map_to_the_problem_the_handler_answers() {
         assert!(!body.contains("payments.example"), "{status}: {body}");
         assert!(problem.internal().unwrap().contains(&status.to_string()));
     }
+}
+
+/// The protocol's 409 (another attempt of the derived key still in flight downstream) is worth
+/// a retry of the whole request: 503.
+#[test]
+fn the_protocol_s_in_flight_409_is_retried_and_a_business_409_is_not() {
+    let in_flight = Problem::from(answered_as(409, &ProblemKind::InFlight.type_uri()));
+    assert_eq!(in_flight.kind(), ProblemKind::ServiceUnavailable);
+    let business = Problem::from(answered_as(
+        409,
+        "https://payments.example/already-captured",
+    ));
+    assert_eq!(business.kind(), ProblemKind::Internal);
 }
 
 /// The 504 is the downstream's only: a handler's own `Problem` of that kind is still the
