@@ -12,10 +12,12 @@ use idemgen_protocol::Fingerprint;
 use crate::response::StoredResponse;
 
 mod memory;
+mod pooler;
 pub(crate) mod postgres;
 mod record;
 
 pub use memory::{MemoryStore, MemoryTx};
+pub use pooler::{Pooler, PoolerError};
 pub use postgres::{PgStore, PgTx};
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 
