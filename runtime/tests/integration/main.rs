@@ -60,3 +60,7 @@ mod cancel;
 /// PostgreSQL restarted (`-m fast`, `-m immediate`) under load with the default `stale_claim`:
 /// stranded keys execute seconds after the server is back; one write per key, replays.
 mod restarts;
+
+/// PgBouncer (transaction and session pooling): the store's pooler check, PgBouncer restarted
+/// under load. The contract suite and the storms also run through it.
+mod pgbouncer;

@@ -1,0 +1,246 @@
+//! PgBouncer in front of PostgreSQL (the contract suite and the storms also run through it, see
+//! contract.rs and concurrency.rs): the start-up check of the store's [`Pooler`] against the
+//! pools, and PgBouncer restarted under load, in both pooling modes and both strategies.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Strategy};
+use idemgen_testdb::{PgBouncer, PoolMode};
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::support::*;
+
+/// A pool through `bouncer` with sqlx's default connect options (statement cache on).
+async fn default_pool(bouncer: &PgBouncer, db: &idemgen_testdb::TestDb) -> sqlx::PgPool {
+    PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(bouncer.options(&db.name))
+        .await
+        .expect("a pool through PgBouncer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_refuses_a_transaction_pooler_the_store_was_not_told_about() {
+    let (db, _direct) = fresh_pg(2).await;
+    let bouncer = shared_bouncer(PoolMode::Transaction, &db);
+    for declared in [Pooler::Direct, Pooler::Session] {
+        let store = PgStore::new(default_pool(bouncer, &db).await).with_pooler(declared);
+        let err = store
+            .check()
+            .await
+            .expect_err("an undeclared transaction pooler");
+        assert!(
+            matches!(
+                err,
+                PoolerError::UndeclaredTransactionPooler { pool: "business", configured, .. }
+                    if configured == declared
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("Pooler::Transaction"), "{err}");
+    }
+    // The claim pool is checked too.
+    let store = PgStore::new(bouncer_pool(bouncer, &db, 4).await)
+        .with_claim_pool(default_pool(bouncer, &db).await)
+        .with_pooler(Pooler::Transaction);
+    let err = store
+        .check()
+        .await
+        .expect_err("a claim pool with the cache on");
+    assert!(
+        matches!(err, PoolerError::StatementCacheOn { pool: "claim" }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_refuses_the_statement_cache_behind_a_transaction_pooler() {
+    let (db, _direct) = fresh_pg(2).await;
+    let bouncer = shared_bouncer(PoolMode::Transaction, &db);
+    let store = PgStore::new(default_pool(bouncer, &db).await).with_pooler(Pooler::Transaction);
+    let err = store.check().await.expect_err("the statement cache is on");
+    assert!(
+        matches!(err, PoolerError::StatementCacheOn { pool: "business" }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("connect_options"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_accepts_matching_configurations() {
+    let (db, direct) = fresh_pg(4).await;
+    // Direct, declared direct; and a transaction pooler's settings on a direct pool (slower,
+    // never wrong).
+    PgStore::new(direct.clone()).check().await.expect("direct");
+    let uncached = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(Pooler::Transaction.connect_options(db.options.clone()))
+        .await
+        .unwrap();
+    PgStore::new(uncached)
+        .with_pooler(Pooler::Transaction)
+        .check()
+        .await
+        .expect("transaction settings, direct");
+    let transaction = shared_bouncer(PoolMode::Transaction, &db);
+    PgStore::new(bouncer_pool(transaction, &db, 4).await)
+        .with_pooler(Pooler::Transaction)
+        .check()
+        .await
+        .expect("transaction pooler, declared");
+    // A session pooler needs nothing: declared or not, the check passes (it cannot tell it from
+    // a direct connection, and need not).
+    let session = shared_bouncer(PoolMode::Session, &db);
+    for declared in [Pooler::Session, Pooler::Direct] {
+        PgStore::new(bouncer_pool(session, &db, 4).await)
+            .with_pooler(declared)
+            .check()
+            .await
+            .expect("session pooler");
+    }
+}
+
+/// Clients create keys through the executor while PgBouncer is stopped and started twice; then
+/// every key has one write and replays its first result.
+async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
+    const CLIENTS: usize = 8;
+    const KEYS_PER_CLIENT: usize = 6;
+    let (db, direct) = fresh_pg(2).await;
+    // A PgBouncer of this test's own: restarting it disturbs no other test.
+    let (host, port) = (db.options.get_host().to_string(), db.options.get_port());
+    let bouncer = tokio::task::spawn_blocking(move || PgBouncer::start(&host, port, mode, 16))
+        .await
+        .unwrap()
+        .expect("a dedicated PgBouncer");
+    let bouncer = Arc::new(bouncer);
+    let pool = PgPoolOptions::new()
+        .max_connections(12)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect_with(pooler_for(mode).connect_options(bouncer.options(&db.name)))
+        .await
+        .unwrap();
+    let store = PgStore::new(pool).with_pooler(pooler_for(mode));
+    store.check().await.expect("pooler check");
+    let exec = Executor::new(
+        store,
+        ExecutorConfig {
+            strategy,
+            ..ExecutorConfig::default()
+        },
+    );
+    let over = Arc::new(AtomicBool::new(false));
+    let restarter = {
+        let (bouncer, over) = (bouncer.clone(), over.clone());
+        tokio::spawn(async move {
+            for pause in [300, 700] {
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                let b = bouncer.clone();
+                tokio::task::spawn_blocking(move || {
+                    b.stop()?;
+                    std::thread::sleep(Duration::from_millis(200));
+                    b.start_again()
+                })
+                .await
+                .unwrap()
+                .expect("restarting PgBouncer");
+            }
+            over.store(true, Ordering::SeqCst);
+        })
+    };
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (exec, over) = (exec.clone(), over.clone());
+            tokio::spawn(async move {
+                let mut runs = Vec::new();
+                let mut failures = 0usize;
+                let mut k = 0;
+                while k < KEYS_PER_CLIENT || !over.load(Ordering::SeqCst) {
+                    k += 1;
+                    let label = format!("bounce-{c}-{k}");
+                    let req = request(scope("alice", &label), json!({"k": k}), 1);
+                    let started = Instant::now();
+                    let outcome = loop {
+                        assert!(
+                            started.elapsed() < Duration::from_secs(40),
+                            "{label} never converged"
+                        );
+                        let writer = pg_slow_id_writer(label.clone(), Duration::from_millis(10));
+                        match exec.execute(req.clone(), writer).await {
+                            Ok(outcome) => break outcome,
+                            Err(ExecuteError::Problem(p)) => {
+                                let status = p.kind().status().as_u16();
+                                assert!([503, 504, 409].contains(&status), "{label}: {p:?}");
+                            }
+                            // The handler's own query lost its connection.
+                            Err(ExecuteError::Handler(_)) => {}
+                        }
+                        failures += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    };
+                    runs.push((label, k, outcome.response.body, outcome.disposition));
+                }
+                (runs, failures)
+            })
+        })
+        .collect();
+    let (mut runs, mut failures) = (Vec::new(), 0);
+    for client in clients {
+        let (r, f) = tokio::time::timeout(Duration::from_secs(90), client)
+            .await
+            .expect("clients finish")
+            .unwrap();
+        runs.extend(r);
+        failures += f;
+    }
+    restarter.await.unwrap();
+    assert!(
+        failures > 0,
+        "the restarts cut no attempt: the test proved nothing"
+    );
+    assert!(pg_duplicates(&direct).await.is_empty(), "no duplicates");
+    let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
+        .fetch_one(&direct)
+        .await
+        .unwrap();
+    assert_eq!(writes as usize, runs.len(), "every key: one write");
+    for (label, k, body, disposition) in &runs {
+        assert_ne!(*disposition, Disposition::TakenOver, "{label}");
+        let again = exec
+            .execute(
+                request(scope("alice", label), json!({"k": k}), 1),
+                pg_slow_id_writer(label.clone(), Duration::ZERO),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+        assert_eq!(again.disposition, Disposition::Replayed, "{label}");
+        assert_eq!(&again.response.body, body, "{label}");
+    }
+    eprintln!(
+        "PgBouncer {mode:?}, {strategy:?}: {} keys, {failures} failed attempts across 2 restarts",
+        runs.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_transaction_mode_restarted_under_load_separate_claim() {
+    bouncer_restarted_under_load(PoolMode::Transaction, Strategy::SeparateClaim).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_transaction_mode_restarted_under_load_in_transaction() {
+    bouncer_restarted_under_load(PoolMode::Transaction, Strategy::InTransaction).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_session_mode_restarted_under_load_separate_claim() {
+    bouncer_restarted_under_load(PoolMode::Session, Strategy::SeparateClaim).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pgbouncer_session_mode_restarted_under_load_in_transaction() {
+    bouncer_restarted_under_load(PoolMode::Session, Strategy::InTransaction).await;
+}
