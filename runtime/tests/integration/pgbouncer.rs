@@ -244,3 +244,106 @@ async fn pgbouncer_session_mode_restarted_under_load_separate_claim() {
 async fn pgbouncer_session_mode_restarted_under_load_in_transaction() {
     bouncer_restarted_under_load(PoolMode::Session, Strategy::InTransaction).await;
 }
+
+/// Creates per second of `CREATES` fresh keys from `CONCURRENCY` tasks on `exec`; asserts one
+/// write each.
+async fn creates_per_second(exec: &Executor<PgStore>, direct: &sqlx::PgPool, tag: &str) -> f64 {
+    const CREATES: usize = 400;
+    const CONCURRENCY: usize = 16;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (exec, next, tag) = (exec.clone(), next.clone(), tag.to_string());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= CREATES {
+                        break;
+                    }
+                    let label = format!("{tag}-{i}");
+                    let req = request(scope("alice", &label), json!({"i": i}), 1);
+                    let done = exec
+                        .execute(req, pg_slow_id_writer(label.clone(), Duration::ZERO))
+                        .await
+                        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+                    assert_eq!(done.disposition, Disposition::Executed, "{label}");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let rate = CREATES as f64 / started.elapsed().as_secs_f64();
+    let writes: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM business_writes WHERE label LIKE $1 || '-%'")
+            .bind(tag)
+            .fetch_one(direct)
+            .await
+            .unwrap();
+    assert_eq!(writes as usize, CREATES, "{tag}: one write per create");
+    rate
+}
+
+/// Throughput through PgBouncer against direct, both strategies, alternating the
+/// configurations in every round (docs/scaling.md has the figures). A measurement, not run by
+/// default: `cargo test -p idemgen-runtime --test integration pgbouncer::throughput --
+/// --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run by hand"]
+async fn throughput_through_pgbouncer_against_direct() {
+    const ROUNDS: usize = 5;
+    let (db, direct) = fresh_pg(4).await;
+    let transaction = shared_bouncer(PoolMode::Transaction, &db);
+    let session = shared_bouncer(PoolMode::Session, &db);
+    let configs: Vec<(&str, Option<&PgBouncer>)> = vec![
+        ("direct", None),
+        ("pgbouncer-transaction", Some(transaction)),
+        ("pgbouncer-session", Some(session)),
+    ];
+    let mut executors = Vec::new();
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        for (name, bouncer) in &configs {
+            let (pool, pooler) = match bouncer {
+                None => (db.pool(16).await.unwrap(), Pooler::Direct),
+                Some(b) => (bouncer_pool(b, &db, 16).await, pooler_for(b.mode())),
+            };
+            let store = PgStore::new(pool).with_pooler(pooler);
+            store.check().await.expect("pooler check");
+            let config = ExecutorConfig {
+                strategy,
+                ..ExecutorConfig::default()
+            };
+            executors.push((format!("{strategy:?} {name}"), Executor::new(store, config)));
+        }
+    }
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); executors.len()];
+    for round in 0..ROUNDS {
+        // Alternate the order every round, so no configuration always runs first.
+        let mut order: Vec<usize> = (0..executors.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let tag = format!("tp{round}x{i}");
+            rates[i].push(creates_per_second(&executors[i].1, &direct, &tag).await);
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (i, (name, _)) in executors.iter().enumerate() {
+        let base = median(&rates[i / 3 * 3]);
+        let (lo, hi) = rates[i]
+            .iter()
+            .fold((f64::MAX, 0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        eprintln!(
+            "{name:40} median {:7.0}/s  range {lo:6.0}–{hi:6.0}  ratio to direct {:.2}",
+            median(&rates[i]),
+            median(&rates[i]) / base
+        );
+    }
+}
