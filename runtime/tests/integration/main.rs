@@ -64,3 +64,7 @@ mod restarts;
 /// PgBouncer (transaction and session pooling): the store's pooler check, PgBouncer restarted
 /// under load. The contract suite and the storms also run through it.
 mod pgbouncer;
+
+/// Multi-host writer discovery: a libpq-style URL with a standby and a primary; the pool follows
+/// the writer across a promotion.
+mod writers;
