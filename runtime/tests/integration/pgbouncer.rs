@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{Disposition, ExecuteError};
 use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Strategy};
-use idemgen_testdb::{PgBouncer, PoolMode};
+use idemgen_testdb::{Cluster, ClusterOptions, PgBouncer, PoolMode, TestDb};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 
@@ -104,13 +104,45 @@ async fn check_accepts_matching_configurations() {
     }
 }
 
-/// Clients create keys through the executor while PgBouncer is stopped and started twice; then
-/// every key has one write and replays its first result.
-async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
+/// What a restart-under-load test restarts.
+#[derive(Debug, Clone, Copy)]
+enum Restarted {
+    /// PgBouncer: stopped (SIGTERM, every connection closed) and started again, twice.
+    PgBouncer,
+    /// PostgreSQL behind it: `-m fast`, then `-m immediate`.
+    Postgres,
+}
+
+/// Clients create keys through the executor and PgBouncer while PgBouncer, or PostgreSQL
+/// behind it, is restarted twice; then every key has one write and replays its first result.
+async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarted) {
     const CLIENTS: usize = 8;
     const KEYS_PER_CLIENT: usize = 6;
-    let (db, direct) = fresh_pg(2).await;
-    // A PgBouncer of this test's own: restarting it disturbs no other test.
+    // A server of this test's own when it is the one restarted.
+    let cluster = match what {
+        Restarted::PgBouncer => None,
+        Restarted::Postgres => Some(Arc::new(
+            tokio::task::spawn_blocking(|| Cluster::start(&ClusterOptions::default()))
+                .await
+                .unwrap()
+                .expect("a dedicated cluster"),
+        )),
+    };
+    let db = match &cluster {
+        Some(c) => TestDb::on_cluster(c).await.expect("database"),
+        None => fresh_pg(2).await.0,
+    };
+    if cluster.is_some() {
+        let setup = db.pool(2).await.unwrap();
+        idemgen_runtime::migrate(&mut setup.acquire().await.unwrap())
+            .await
+            .unwrap();
+        sqlx::query("CREATE TABLE business_writes (id bigserial PRIMARY KEY, label text NOT NULL)")
+            .execute(&setup)
+            .await
+            .unwrap();
+    }
+    // A PgBouncer of this test's own: restarting it (or its server) disturbs no other test.
     let (host, port) = (db.options.get_host().to_string(), db.options.get_port());
     let bouncer = tokio::task::spawn_blocking(move || PgBouncer::start(&host, port, mode, 16))
         .await
@@ -134,19 +166,25 @@ async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
     );
     let over = Arc::new(AtomicBool::new(false));
     let restarter = {
-        let (bouncer, over) = (bouncer.clone(), over.clone());
+        let (bouncer, cluster, over) = (bouncer.clone(), cluster.clone(), over.clone());
         tokio::spawn(async move {
-            for pause in [300, 700] {
+            for (pause, pg_mode) in [(300, "fast"), (700, "immediate")] {
                 tokio::time::sleep(Duration::from_millis(pause)).await;
-                let b = bouncer.clone();
-                tokio::task::spawn_blocking(move || {
-                    b.stop()?;
-                    std::thread::sleep(Duration::from_millis(200));
-                    b.start_again()
+                let (b, c) = (bouncer.clone(), cluster.clone());
+                tokio::task::spawn_blocking(move || match c {
+                    Some(c) => {
+                        c.stop(pg_mode)?;
+                        c.start_again()
+                    }
+                    None => {
+                        b.stop()?;
+                        std::thread::sleep(Duration::from_millis(200));
+                        b.start_again()
+                    }
                 })
                 .await
                 .unwrap()
-                .expect("restarting PgBouncer");
+                .unwrap_or_else(|e| panic!("restarting {what:?}: {e}"));
             }
             over.store(true, Ordering::SeqCst);
         })
@@ -163,10 +201,11 @@ async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
                     let label = format!("bounce-{c}-{k}");
                     let req = request(scope("alice", &label), json!({"k": k}), 1);
                     let started = Instant::now();
+                    let mut last = String::new();
                     let outcome = loop {
                         assert!(
                             started.elapsed() < Duration::from_secs(40),
-                            "{label} never converged"
+                            "{label} never converged: {last}"
                         );
                         let writer = pg_slow_id_writer(label.clone(), Duration::from_millis(10));
                         match exec.execute(req.clone(), writer).await {
@@ -174,9 +213,10 @@ async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
                             Err(ExecuteError::Problem(p)) => {
                                 let status = p.kind().status().as_u16();
                                 assert!([503, 504, 409].contains(&status), "{label}: {p:?}");
+                                last = format!("{p:?}");
                             }
                             // The handler's own query lost its connection.
-                            Err(ExecuteError::Handler(_)) => {}
+                            Err(ExecuteError::Handler(e)) => last = e,
                         }
                         failures += 1;
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -197,6 +237,7 @@ async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
         failures += f;
     }
     restarter.await.unwrap();
+    let direct = db.pool(2).await.unwrap();
     assert!(
         failures > 0,
         "the restarts cut no attempt: the test proved nothing"
@@ -220,29 +261,30 @@ async fn bouncer_restarted_under_load(mode: PoolMode, strategy: Strategy) {
         assert_eq!(&again.response.body, body, "{label}");
     }
     eprintln!(
-        "PgBouncer {mode:?}, {strategy:?}: {} keys, {failures} failed attempts across 2 restarts",
+        "PgBouncer {mode:?}, {strategy:?}, {what:?} restarted: {} keys, {failures} failed \
+         attempts across 2 restarts",
         runs.len()
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pgbouncer_transaction_mode_restarted_under_load_separate_claim() {
-    bouncer_restarted_under_load(PoolMode::Transaction, Strategy::SeparateClaim).await;
+macro_rules! restart_tests {
+    ($($name:ident: $mode:ident, $strategy:ident, $what:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            restarted_under_load(PoolMode::$mode, Strategy::$strategy, Restarted::$what).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pgbouncer_transaction_mode_restarted_under_load_in_transaction() {
-    bouncer_restarted_under_load(PoolMode::Transaction, Strategy::InTransaction).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pgbouncer_session_mode_restarted_under_load_separate_claim() {
-    bouncer_restarted_under_load(PoolMode::Session, Strategy::SeparateClaim).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pgbouncer_session_mode_restarted_under_load_in_transaction() {
-    bouncer_restarted_under_load(PoolMode::Session, Strategy::InTransaction).await;
+restart_tests! {
+    pgbouncer_transaction_mode_restarted_under_load_separate_claim: Transaction, SeparateClaim, PgBouncer;
+    pgbouncer_transaction_mode_restarted_under_load_in_transaction: Transaction, InTransaction, PgBouncer;
+    pgbouncer_session_mode_restarted_under_load_separate_claim: Session, SeparateClaim, PgBouncer;
+    pgbouncer_session_mode_restarted_under_load_in_transaction: Session, InTransaction, PgBouncer;
+    postgres_behind_pgbouncer_transaction_mode_restarted_under_load_separate_claim: Transaction, SeparateClaim, Postgres;
+    postgres_behind_pgbouncer_transaction_mode_restarted_under_load_in_transaction: Transaction, InTransaction, Postgres;
+    postgres_behind_pgbouncer_session_mode_restarted_under_load_separate_claim: Session, SeparateClaim, Postgres;
+    postgres_behind_pgbouncer_session_mode_restarted_under_load_in_transaction: Session, InTransaction, Postgres;
 }
 
 /// Creates per second of `CREATES` fresh keys from `CONCURRENCY` tasks on `exec`; asserts one
@@ -346,4 +388,79 @@ async fn throughput_through_pgbouncer_against_direct() {
             median(&rates[i]) / base
         );
     }
+}
+
+/// Behind a transaction pooler a claim commits in a transaction of its own, and that `COMMIT`'s
+/// acknowledgement can be lost (a pooler restarted, a connection cut): the claim exists, held by
+/// a live holder, while the attempt answered 503. The executor releases it behind, so the retry
+/// executes at once instead of answering 409 until `stale_claim` (300 s by default). Shown with
+/// the fault proxy cutting the claim's `COMMIT` after the server answered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_commit_acknowledgement_is_lost_is_released_behind() {
+    use idemgen_testdb::proxy::{CommitFault, FaultProxy};
+    let (db, direct) = fresh_pg(4).await;
+    let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
+    let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    // Only claims and releases go through the proxy (the claim pool), wrapped as behind a
+    // transaction pooler.
+    let claims = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(
+            Pooler::Transaction.connect_options(
+                db.options
+                    .clone()
+                    .port(proxy.port())
+                    .ssl_mode(sqlx::postgres::PgSslMode::Disable),
+            ),
+        )
+        .await
+        .unwrap();
+    let business = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(Pooler::Transaction.connect_options(db.options.clone()))
+        .await
+        .unwrap();
+    let exec = Executor::new(
+        PgStore::new(business)
+            .with_claim_pool(claims)
+            .with_pooler(Pooler::Transaction),
+        ExecutorConfig::default(),
+    );
+    assert_eq!(exec.config().stale_claim, Duration::from_secs(300));
+    // A first create registers the executor's lease (its renewals commit through the claim pool
+    // too), so the armed fault hits the claim's COMMIT.
+    exec.execute(
+        request(scope("alice", "warm"), json!({"k": 0}), 1),
+        pg_id_writer("warm".into()),
+    )
+    .await
+    .expect("a first create");
+    let req = request(scope("alice", "lost-claim"), json!({"k": 1}), 1);
+    proxy.arm(CommitFault::CutAfterReply);
+    match exec
+        .execute(req.clone(), pg_id_writer("lost-claim".into()))
+        .await
+    {
+        Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
+        other => panic!("the claim's acknowledgement was lost: {other:?}"),
+    }
+    assert_eq!(proxy.disarm(), None, "the armed fault fired");
+    assert!(pg_write_ids(&direct, "lost-claim").await.is_empty());
+    let started = Instant::now();
+    let retry = loop {
+        match exec
+            .execute(req.clone(), pg_id_writer("lost-claim".into()))
+            .await
+        {
+            Ok(outcome) => break outcome,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the lost claim still holds the key: {e:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(retry.disposition, Disposition::Executed);
+    assert_eq!(pg_write_ids(&direct, "lost-claim").await.len(), 1);
 }
