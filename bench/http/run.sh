@@ -3,7 +3,8 @@
 # create without idempotency (`POST /plain/widgets`, a bench-only route: the same handler through
 # the same pipeline in one transaction), idempotent creates (fresh keys) and replays (retries of
 # completed keys), against a throwaway PostgreSQL cluster with fsync on.
-# Usage: [WIDGETS_STRATEGY=in-transaction] bench/http/run.sh [seconds] [connections]
+# Usage: [WIDGETS_STRATEGY=in-transaction] [RUST_LOG=info] [WIDGETS_METRICS=off] bench/http/run.sh [seconds] [connections]
+# (the server's log goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-10}
@@ -23,7 +24,7 @@ psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE widgets" >/dev/n
 cargo build -q --release -p widgets --features bench-plain-route
 listen_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 DATABASE_URL="postgres://postgres@127.0.0.1:$port/widgets" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
-  WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG=warn target/release/widgets &
+  WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" target/release/widgets >"$dir/server.log" &
 server=$!
 url="http://127.0.0.1:$listen_port"
 for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done

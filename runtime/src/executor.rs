@@ -347,6 +347,54 @@ impl<E> From<Problem> for ExecuteError<E> {
 /// The boxed future of a handler borrowing the transaction handle.
 pub type HandlerFuture<'a, R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send + 'a>>;
 
+/// How long the phases of one attempt took; a phase that did not run is `None` (a replay has
+/// no handler or completion time). Recorded as histograms by the pipeline, with the request's
+/// outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Phases {
+    /// Taking the key: the claim statements or the gated `BEGIN`s, waits for an in-flight
+    /// attempt included, until the key was held or answered (replay, 409, 422, 410).
+    pub claim: Option<Duration>,
+    /// The handler, in the attempt's transaction.
+    pub handler: Option<Duration>,
+    /// Completing the record and committing (or rolling back and releasing).
+    pub completion: Option<Duration>,
+}
+
+tokio::task_local! {
+    /// The phases of the attempt running in this task (see [`Executor::execute_observed`]).
+    static PHASES: std::cell::Cell<Phases>;
+}
+
+/// Times one phase of the current attempt, until dropped (every return included); the time is
+/// added to the phase's, so a phase that runs twice (a takeover after the gate) counts both.
+struct PhaseTimer {
+    started: Instant,
+    phase: fn(&mut Phases) -> &mut Option<Duration>,
+}
+
+impl PhaseTimer {
+    fn start(phase: fn(&mut Phases) -> &mut Option<Duration>) -> PhaseTimer {
+        PhaseTimer {
+            started: Instant::now(),
+            phase,
+        }
+    }
+}
+
+impl Drop for PhaseTimer {
+    fn drop(&mut self) {
+        let elapsed = self.started.elapsed();
+        // Outside an observed attempt (no task-local) there is nothing to record.
+        let _ = PHASES.try_with(|cell| {
+            let mut phases = cell.get();
+            let slot = (self.phase)(&mut phases);
+            *slot = Some(slot.unwrap_or_default() + elapsed);
+            cell.set(phases);
+        });
+    }
+}
+
 /// Runs idempotent attempts against a store.
 #[derive(Debug)]
 pub struct Executor<S: Store> {
@@ -679,35 +727,47 @@ impl<S: Store> Executor<S> {
         E: Send + 'static,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
+        self.execute_observed(request, handler).await.0
+    }
+
+    /// [`Executor::execute`], and how long its phases took. The attempt's task runs in the
+    /// caller's current span (the pipeline's `idemgen.request`), its phases in child spans:
+    /// `idemgen.claim`, `idemgen.handler`, `idemgen.complete`, and `idemgen.replay` or
+    /// `idemgen.read` where a stored record is turned into the answer. No span field names the
+    /// key, the token or the owner.
+    pub(crate) async fn execute_observed<R, E, F>(
+        &self,
+        request: IdempotentRequest,
+        handler: F,
+    ) -> (Result<Outcome<R>, ExecuteError<E>>, Phases)
+    where
+        R: ResponseCodec,
+        E: Send + 'static,
+        F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
+    {
         let this = self.clone();
-        let span = tracing::info_span!(
-            "idempotent_attempt",
-            owner = %request.scope.owner,
-            operation = %request.scope.operation,
-            outcome = tracing::field::Empty,
-        );
         let scope = request.scope.clone();
         let token = ClaimToken::generate();
         let task = tokio::spawn(
-            async move {
-                let result = match this.config.strategy {
-                    Strategy::SeparateClaim => this.run_separate(request, token, handler).await,
-                    Strategy::InTransaction => this.run_in_tx(request, token, handler).await,
-                };
-                tracing::Span::current().record("outcome", outcome_label(&result));
-                tracing::info!("attempt finished");
-                result
-            }
-            .instrument(span),
+            PHASES
+                .scope(std::cell::Cell::new(Phases::default()), async move {
+                    let result = match this.config.strategy {
+                        Strategy::SeparateClaim => this.run_separate(request, token, handler).await,
+                        Strategy::InTransaction => this.run_in_tx(request, token, handler).await,
+                    };
+                    tracing::debug!(outcome = outcome_label(&result), "attempt finished");
+                    (result, PHASES.with(std::cell::Cell::get))
+                })
+                .in_current_span(),
         );
         match task.await {
-            Ok(result) => result,
+            Ok(observed) => observed,
             Err(join) => {
                 // The handler panicked: its transaction was dropped (rolled back); free the key.
                 self.release_quiet(&scope, token).await;
-                Err(Problem::new(ProblemKind::Internal)
-                    .with_internal(format!("idempotent attempt panicked: {join}"))
-                    .into())
+                let problem = Problem::new(ProblemKind::Internal)
+                    .with_internal(format!("idempotent attempt panicked: {join}"));
+                (Err(problem.into()), Phases::default())
             }
         }
     }
@@ -742,10 +802,19 @@ impl<S: Store> Executor<S> {
         let mut request = request;
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
-        let holder = self.claim_holder().await;
+        // One span and one timer for taking the key: the claim statements, the waits for an
+        // in-flight attempt between them, and opening the attempt's transaction.
+        let claim_span = tracing::info_span!("idemgen.claim");
+        let claim_timer = PhaseTimer::start(|p| &mut p.claim);
+        let holder = self.claim_holder().instrument(claim_span.clone()).await;
         let taken_over = loop {
             let claim = self.claim_request(&request, token, holder);
-            let outcome = match self.store.claim(&claim).await {
+            let outcome = match self
+                .store
+                .claim(&claim)
+                .instrument(claim_span.clone())
+                .await
+            {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     // The claim may have committed with its acknowledgement lost (a connection
@@ -767,16 +836,19 @@ impl<S: Store> Executor<S> {
                     }
                 }
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause)
+                .instrument(claim_span.clone())
+                .await;
             pause = (pause * 2).min(Duration::from_millis(100));
         };
-        let tx = match self.store.begin().await {
+        let tx = match self.store.begin().instrument(claim_span.clone()).await {
             Ok(tx) => tx,
             Err(e) => {
                 self.release_quiet(&request.scope, token).await;
                 return Err(unavailable(e).into());
             }
         };
+        drop((claim_timer, claim_span));
         self.run_reserved(&request, token, tx, taken_over, Hold::Claim, handler)
             .await
     }
@@ -793,10 +865,17 @@ impl<S: Store> Executor<S> {
     {
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
+        // Taking the key is opening the transaction behind its gate, waits included.
+        let claim_span = tracing::info_span!("idemgen.claim");
+        let claim_timer = PhaseTimer::start(|p| &mut p.claim);
         let tx = loop {
             let gate = {
                 let claim = self.claim_request(&request, token, None);
-                self.store.begin_gated(&claim).await.map_err(unavailable)?
+                self.store
+                    .begin_gated(&claim)
+                    .instrument(claim_span.clone())
+                    .await
+                    .map_err(unavailable)?
             };
             match gate {
                 Gate::Open(tx) => break tx,
@@ -813,6 +892,7 @@ impl<S: Store> Executor<S> {
                     if record.state == RecordState::Claimed && record.stale && same {
                         // A stale claim committed apart (a separate-claim attempt that died):
                         // take it over the way it was taken.
+                        drop((claim_timer, claim_span));
                         return self.run_separate(request, token, handler).await;
                     }
                     if let Some(replay) = self.judge(&request, record, deadline)? {
@@ -820,9 +900,12 @@ impl<S: Store> Executor<S> {
                     }
                 }
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(pause)
+                .instrument(claim_span.clone())
+                .await;
             pause = (pause * 2).min(Duration::from_millis(100));
         };
+        drop((claim_timer, claim_span));
         self.run_reserved(&request, token, tx, false, Hold::Gate, handler)
             .await
     }
@@ -848,7 +931,15 @@ impl<S: Store> Executor<S> {
             store: Arc::clone(&self.store),
             resource_ref: None,
         };
-        let result = handler(&mut handle).await;
+        let result = {
+            let _timer = PhaseTimer::start(|p| &mut p.handler);
+            handler(&mut handle)
+                .instrument(tracing::info_span!("idemgen.handler"))
+                .await
+        };
+        // Completing (or abandoning) the attempt, until its transaction and claim are settled.
+        let complete_span = tracing::info_span!("idemgen.complete");
+        let _completion_timer = PhaseTimer::start(|p| &mut p.completion);
         let TxHandle {
             mut tx,
             resource_ref,
@@ -863,21 +954,27 @@ impl<S: Store> Executor<S> {
         let response = match result {
             Ok(response) => response,
             Err(e) => {
-                self.abandon(tx, request, token, claim_committed).await;
+                self.abandon(tx, request, token, claim_committed)
+                    .instrument(complete_span)
+                    .await;
                 return Err(ExecuteError::Handler(e));
             }
         };
         let stored = match self.encode(request, &response) {
             Ok(Some(stored)) => stored,
             Ok(None) => {
-                self.abandon(tx, request, token, claim_committed).await;
+                self.abandon(tx, request, token, claim_committed)
+                    .instrument(complete_span)
+                    .await;
                 return Ok(Outcome {
                     response,
                     disposition: Disposition::NotStored,
                 });
             }
             Err(problem) => {
-                self.abandon(tx, request, token, claim_committed).await;
+                self.abandon(tx, request, token, claim_committed)
+                    .instrument(complete_span)
+                    .await;
                 return Err(problem.into());
             }
         };
@@ -891,12 +988,14 @@ impl<S: Store> Executor<S> {
                         &stored,
                         resource_ref.as_deref(),
                     )
+                    .instrument(complete_span.clone())
                     .await
             }
             Hold::Gate => {
                 let claim = self.claim_request(request, token, None);
                 self.store
                     .insert_completed(&mut tx, &claim, &stored, resource_ref.as_deref())
+                    .instrument(complete_span.clone())
                     .await
             }
         };
@@ -905,11 +1004,13 @@ impl<S: Store> Executor<S> {
             Ok(false) => {
                 // Taken over while the handler ran, or a record that did not go through the
                 // gate: our write must never commit. Answer from the record that won.
-                let _ = self.store.rollback(tx).await;
+                let _ = self.store.rollback(tx).instrument(complete_span).await;
                 return self.after_takeover(request).await;
             }
             Err(e) => {
-                self.abandon(tx, request, token, claim_committed).await;
+                self.abandon(tx, request, token, claim_committed)
+                    .instrument(complete_span)
+                    .await;
                 return Err(unavailable(e).into());
             }
         }
@@ -919,6 +1020,7 @@ impl<S: Store> Executor<S> {
             Disposition::Executed
         };
         self.commit(request, token, tx, response, disposition, claim_committed)
+            .instrument(complete_span)
             .await
     }
 
@@ -963,6 +1065,7 @@ impl<S: Store> Executor<S> {
                 match self
                     .store
                     .read(&request.scope, self.config.stale_claim)
+                    .instrument(tracing::info_span!("idemgen.read"))
                     .await
                 {
                     Ok(Some(record))
@@ -1017,6 +1120,8 @@ impl<S: Store> Executor<S> {
         }
         match record.state {
             RecordState::Completed => {
+                // The stored result becomes the answer; nothing runs.
+                let _replay = tracing::info_span!("idemgen.replay").entered();
                 let stored = record.response.ok_or_else(|| {
                     Problem::new(ProblemKind::Internal)
                         .with_internal("completed record without result")
@@ -1042,6 +1147,7 @@ impl<S: Store> Executor<S> {
         let record = self
             .store
             .read(&request.scope, self.config.stale_claim)
+            .instrument(tracing::info_span!("idemgen.read"))
             .await
             .map_err(unavailable)?;
         match record {

@@ -20,10 +20,12 @@ use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use idemgen_protocol::fingerprint::CanonicalInput;
+use tracing::Instrument;
 
 use crate::auth::{Authenticator, Credentials, Principal};
 use crate::executor::{
-    Disposition, EarlierFormats, ExecuteError, IdempotentRequest, Outcome, ResponseCodec, TxHandle,
+    Disposition, EarlierFormats, ExecuteError, IdempotentRequest, Outcome, Phases, ResponseCodec,
+    TxHandle,
 };
 use crate::operation::{
     Authorization, BoxError, HandlerError, HandlerResult, Idempotent, Operation,
@@ -208,9 +210,36 @@ async fn admit<Op: Operation, A, S: Store, Au: Authenticator>(
     })
 }
 
+/// The span of one request through the pipeline, a child of the span current where the router
+/// was entered (a `TraceLayer`'s, which may carry a W3C trace context), so every span and log
+/// line of the request shares its trace. Fields: the operation, and the outcome once known
+/// (the metrics' vocabulary); never the key, a credential, the owner or the body.
+fn request_span(operation: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "idemgen.request",
+        operation,
+        outcome = tracing::field::Empty
+    )
+}
+
 /// Serves an operation whose handler needs no transaction of the runtime's.
 pub async fn plain<Op, A, S, Au>(
     State(server): State<Server<A, S, Au>>,
+    request: axum::extract::Request,
+) -> Response
+where
+    Op: PlainEndpoint<A>,
+    A: Send + Sync + 'static,
+    S: Store,
+    Au: Authenticator,
+{
+    plain_pipeline::<Op, A, S, Au>(server, request)
+        .instrument(request_span(Op::ID))
+        .await
+}
+
+async fn plain_pipeline<Op, A, S, Au>(
+    server: Server<A, S, Au>,
     request: axum::extract::Request,
 ) -> Response
 where
@@ -230,7 +259,14 @@ where
     if let Err(problem) = Op::authorize(&server.api, &principal, &request).await {
         return reject(Op::ID, Some(&principal.owner), problem);
     }
-    let result = Op::handle(&server.api, &principal, request).await;
+    let handler_started = std::time::Instant::now();
+    let result = Op::handle(&server.api, &principal, request)
+        .instrument(tracing::info_span!("idemgen.handler"))
+        .await;
+    let phases = Phases {
+        handler: Some(handler_started.elapsed()),
+        ..Phases::default()
+    };
     let (outcome, response) = match result {
         Ok(response) => (
             "executed",
@@ -244,6 +280,7 @@ where
         outcome,
         response.status(),
         started,
+        phases,
     );
     response
 }
@@ -253,6 +290,21 @@ where
 /// answers 2xx, rolled back otherwise.
 pub async fn transactional<Op, A, S, Au>(
     State(server): State<Server<A, S, Au>>,
+    request: axum::extract::Request,
+) -> Response
+where
+    Op: TxEndpoint<A, S>,
+    A: Send + Sync + 'static,
+    S: Store,
+    Au: Authenticator,
+{
+    transactional_pipeline::<Op, A, S, Au>(server, request)
+        .instrument(request_span(Op::ID))
+        .await
+}
+
+async fn transactional_pipeline<Op, A, S, Au>(
+    server: Server<A, S, Au>,
     request: axum::extract::Request,
 ) -> Response
 where
@@ -285,16 +337,23 @@ where
         }
     };
     let resource_ref = Op::resource_ref(&request);
-    let result = Op::handle(&server.api, &principal, &mut tx, request).await;
-    let result = match result {
-        Ok(response) => tombstone::<Op, S>(&mut tx, &owner, &resource_ref)
-            .await
-            .map(|()| response),
-        Err(e) => Err(e),
+    let handler_started = std::time::Instant::now();
+    let result = async {
+        let response = Op::handle(&server.api, &principal, &mut tx, request).await?;
+        tombstone::<Op, S>(&mut tx, &owner, &resource_ref).await?;
+        Ok(response)
+    }
+    .instrument(tracing::info_span!("idemgen.handler"))
+    .await;
+    let mut phases = Phases {
+        handler: Some(handler_started.elapsed()),
+        ..Phases::default()
     };
+    let completion_started = std::time::Instant::now();
+    let complete_span = tracing::info_span!("idemgen.complete");
     let (outcome, response) = match result {
         Ok(response) => match response.encode() {
-            Ok(encoded) => match tx.commit().await {
+            Ok(encoded) => match tx.commit().instrument(complete_span).await {
                 Ok(()) => ("executed", render(encoded)),
                 Err(e) => {
                     let problem = Problem::new(ProblemKind::ServiceUnavailable);
@@ -308,16 +367,17 @@ where
                 }
             },
             Err(e) => {
-                let _ = tx.rollback().await;
+                let _ = tx.rollback().instrument(complete_span).await;
                 ("handler_error", encoded_response(Op::ID, Err(e), false))
             }
         },
         Err(e) => {
-            let _ = tx.rollback().await;
+            let _ = tx.rollback().instrument(complete_span).await;
             handler_failed::<Op>(e, false)
         }
     };
-    log_timed(Op::ID, &owner, outcome, response.status(), started);
+    phases.completion = Some(completion_started.elapsed());
+    log_timed(Op::ID, &owner, outcome, response.status(), started, phases);
     response
 }
 
@@ -363,6 +423,21 @@ impl ResponseCodec for Reply {
 /// Serves an idempotent operation: every arrival of its key is one write.
 pub async fn idempotent<Op, A, S, Au>(
     State(server): State<Server<A, S, Au>>,
+    request: axum::extract::Request,
+) -> Response
+where
+    Op: Idempotent + TxEndpoint<A, S>,
+    A: Send + Sync + 'static,
+    S: Store,
+    Au: Authenticator,
+{
+    idempotent_pipeline::<Op, A, S, Au>(server, request)
+        .instrument(request_span(Op::ID))
+        .await
+}
+
+async fn idempotent_pipeline<Op, A, S, Au>(
+    server: Server<A, S, Au>,
     request: axum::extract::Request,
 ) -> Response
 where
@@ -435,9 +510,9 @@ where
     };
     let api = Arc::clone(&server.api);
     let resource_ref = Op::resource_ref(&request);
-    let result = server
+    let (result, phases) = server
         .executor
-        .execute(attempt, move |tx: &mut TxHandle<S>| {
+        .execute_observed(attempt, move |tx: &mut TxHandle<S>| {
             Box::pin(async move {
                 let owner = principal.owner.clone();
                 match Op::handle(&api, &principal, tx, request).await {
@@ -454,7 +529,7 @@ where
         })
         .await;
     let (outcome, response) = respond_idempotent::<Op>(result);
-    log_timed(Op::ID, &owner, outcome, response.status(), started);
+    log_timed(Op::ID, &owner, outcome, response.status(), started, phases);
     response
 }
 
@@ -610,6 +685,13 @@ const REQUESTS: &str = "idemgen.requests";
 /// Seconds from the start of the pipeline to the response, for requests that reached their
 /// handler or the executor (refusals, 400/401/403/413, are counted in [`REQUESTS`] only).
 const REQUEST_DURATION: &str = "idemgen.request.duration";
+/// Seconds taking the key (claim statements or the gated `BEGIN`, in-flight waits included),
+/// for idempotent requests.
+const CLAIM_DURATION: &str = "idemgen.claim.duration";
+/// Seconds in the handler; not recorded for a replay (no handler ran).
+const HANDLER_DURATION: &str = "idemgen.handler.duration";
+/// Seconds completing the record and committing, or rolling back and releasing.
+const COMPLETION_DURATION: &str = "idemgen.completion.duration";
 
 fn describe_metrics() {
     static DESCRIBED: std::sync::Once = std::sync::Once::new();
@@ -624,20 +706,46 @@ fn describe_metrics() {
             metrics::Unit::Seconds,
             "Duration of admitted requests by operation and outcome"
         );
+        metrics::describe_histogram!(
+            CLAIM_DURATION,
+            metrics::Unit::Seconds,
+            "Time idempotent requests took to take their key (waits for an in-flight attempt included), by operation and outcome"
+        );
+        metrics::describe_histogram!(
+            HANDLER_DURATION,
+            metrics::Unit::Seconds,
+            "Time in the handler, by operation and outcome (replays run none)"
+        );
+        metrics::describe_histogram!(
+            COMPLETION_DURATION,
+            metrics::Unit::Seconds,
+            "Time completing the record and committing (or rolling back), by operation and outcome"
+        );
     });
 }
 
-/// [`log`], and the request's duration since `started`.
+/// [`log`], the request's duration since `started`, and the duration of each phase that ran.
 fn log_timed(
     operation: &'static str,
     owner: &str,
     outcome: &'static str,
     status: StatusCode,
     started: std::time::Instant,
+    phases: Phases,
 ) {
     log(operation, owner, outcome, status);
     metrics::histogram!(REQUEST_DURATION, "operation" => operation, "outcome" => outcome)
         .record(started.elapsed().as_secs_f64());
+    for (name, took) in [
+        (CLAIM_DURATION, phases.claim),
+        (HANDLER_DURATION, phases.handler),
+        (COMPLETION_DURATION, phases.completion),
+    ] {
+        if let Some(took) = took {
+            metrics::histogram!(name, "operation" => operation, "outcome" => outcome)
+                .record(took.as_secs_f64());
+        }
+    }
 }
 
 /// The one log line per request: ERROR for a 5xx, INFO otherwise (a 4xx is the client's
@@ -645,6 +753,8 @@ fn log_timed(
 /// operation, owner, outcome and status, never the key, a credential or the body.
 fn log(operation: &'static str, owner: &str, outcome: &'static str, status: StatusCode) {
     describe_metrics();
+    // The request span (when the line is logged inside it, as the pipeline does).
+    tracing::Span::current().record("outcome", outcome);
     metrics::counter!(REQUESTS, "operation" => operation, "outcome" => outcome).increment(1);
     if status.is_server_error() {
         tracing::error!(

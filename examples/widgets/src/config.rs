@@ -33,6 +33,12 @@ pub struct Config {
     /// `WIDGETS_HEADER_TIMEOUT`, `WIDGETS_BODY_TIMEOUT`, `WIDGETS_IDLE_TIMEOUT` (durations),
     /// `WIDGETS_MAX_CONNECTIONS` (a count), `WIDGETS_SHUTDOWN_GRACE` (a duration).
     pub serving: idemgen_runtime::ServeConfig,
+    /// `WIDGETS_CORS_ORIGINS`: browser origins allowed to call the API, comma-separated
+    /// (`https://app.example,https://admin.example`); unset, none.
+    pub cors_origins: Vec<http::HeaderValue>,
+    /// `WIDGETS_METRICS`: `on` (default) installs the Prometheus recorder and serves
+    /// `GET /metrics`; `off` installs no recorder (the runtime's metrics cost one atomic load).
+    pub metrics: bool,
 }
 
 /// Who a token belongs to.
@@ -109,7 +115,24 @@ impl Config {
             },
             shutdown_grace: duration("WIDGETS_SHUTDOWN_GRACE", defaults.shutdown_grace)?,
         };
+        let cors_origins = get("WIDGETS_CORS_ORIGINS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|origin| !origin.is_empty())
+            .map(|origin| {
+                http::HeaderValue::from_str(origin)
+                    .with_context(|| format!("WIDGETS_CORS_ORIGINS: {origin:?} is no origin"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let metrics = match get("WIDGETS_METRICS").as_deref().map(str::trim) {
+            None | Some("") | Some("on") => true,
+            Some("off") => false,
+            Some(other) => anyhow::bail!("WIDGETS_METRICS must be on or off, not {other:?}"),
+        };
         Ok(Config {
+            metrics,
+            cors_origins,
             database_url,
             serving,
             strategy,
@@ -302,5 +325,30 @@ mod tests {
         );
         let err = with("both").unwrap_err().to_string();
         assert!(err.contains("WIDGETS_STRATEGY"), "{err}");
+    }
+
+    #[test]
+    fn cors_origins_and_metrics_switch() {
+        let with = |k: &'static str, v: &'static str| {
+            Config::from_lookup(move |name| (name == k).then(|| v.into()))
+        };
+        let defaults = Config::from_lookup(|_| None).unwrap();
+        assert!(defaults.cors_origins.is_empty());
+        assert!(defaults.metrics);
+        let origins = with(
+            "WIDGETS_CORS_ORIGINS",
+            " https://a.example, ,https://b.example",
+        )
+        .unwrap()
+        .cors_origins;
+        assert_eq!(origins, ["https://a.example", "https://b.example"]);
+        let err = with("WIDGETS_CORS_ORIGINS", "https://a\u{1}.example")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WIDGETS_CORS_ORIGINS"), "{err}");
+        assert!(!with("WIDGETS_METRICS", "off").unwrap().metrics);
+        assert!(with("WIDGETS_METRICS", "on").unwrap().metrics);
+        let err = with("WIDGETS_METRICS", "yes").unwrap_err().to_string();
+        assert!(err.contains("WIDGETS_METRICS"), "{err}");
     }
 }

@@ -8,6 +8,7 @@ pub mod auth;
 /// service through.
 #[rustfmt::skip]
 pub mod client;
+pub mod compose;
 pub mod config;
 pub mod repo;
 pub mod service;
@@ -142,9 +143,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .connect(&url)
         .await
         .context("connecting to DATABASE_URL")?;
-    let metrics = install_metrics()?;
+    let metrics = if config.metrics {
+        Some(install_metrics()?)
+    } else {
+        None
+    };
     let (router, server) = app_and_server(&config, pool).await?;
-    let router = router.merge(metrics_route(metrics));
+    let router = compose::compose(router, &config.cors_origins, metrics);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
@@ -165,12 +170,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// Installs the process's `metrics` recorder: a Prometheus exporter rendered by
-/// [`metrics_route`], with histogram buckets from 1 ms to 10 s for `idemgen.request.duration`.
+/// [`metrics_route`], with histogram buckets from 0.1 ms to 10 s for `idemgen.request.duration`
+/// and the phases' `idemgen.claim.duration`, `idemgen.handler.duration` and
+/// `idemgen.completion.duration`.
 /// Once per process (the recorder is global).
 pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::PrometheusHandle> {
     metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(&[
-            0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0, 10.0,
         ])
         .context("histogram buckets")?
         .install_recorder()
@@ -178,7 +186,7 @@ pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::Promethe
 }
 
 /// `GET /metrics`: the Prometheus text format (`idemgen_requests{operation, outcome}`,
-/// `idemgen_request_duration_bucket{…}`). Unauthenticated, as scrapers expect: in production,
+/// `idemgen_request_duration_bucket{…}`, `idemgen_claim_duration_bucket{…}`, …). Unauthenticated, as scrapers expect: in production,
 /// expose it on an internal port or keep it from the public ingress.
 pub fn metrics_route(handle: metrics_exporter_prometheus::PrometheusHandle) -> axum::Router {
     axum::Router::new().route(

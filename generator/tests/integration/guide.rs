@@ -1,8 +1,10 @@
 //! docs/guide.md, run as written: every shell block and every file block, in order, in a fresh
 //! directory. The CLI is installed with the guide's own `cargo install` (in debug, into a
 //! temporary root), the crate is created with `cargo new`, built with `clippy -D warnings`, its
-//! handler test runs, the binary serves on a real PostgreSQL, and the guide's two curl requests
-//! (sent by a small HTTP client here, so that curl is not a prerequisite) must show a replay.
+//! handler test runs, the binary serves without `DATABASE_URL` on the throwaway PostgreSQL it
+//! starts for development (and, afterwards, on a database named by `DATABASE_URL`), and the
+//! guide's two curl requests (sent by a small HTTP client here, so that curl is not a
+//! prerequisite) must show a replay.
 //!
 //! Info strings tag the blocks: `sh` runs each line (`cd` moves the working directory), `sh
 //! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests, `sh
@@ -12,13 +14,14 @@
 //! Builds use the workspace's own target directory (a running test holds no cargo lock) and the
 //! workspace's `Cargo.lock`, so that the guide's crate reuses the dependencies the workspace built.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use idemgen_testdb::TestDb;
+use sqlx::Connection;
 
 /// One fenced block of the guide.
 #[derive(Debug)]
@@ -218,7 +221,6 @@ async fn the_guide_works_from_an_empty_directory() {
         std::env::var("PATH").unwrap_or_default()
     );
     // The crate's own tests reach PostgreSQL as this test does: the same server.
-    let db = TestDb::new().await.expect("a test database");
     let admin = match std::env::var("DATABASE_URL") {
         Ok(url) if !url.is_empty() => url,
         _ => idemgen_testdb::shared_cluster()
@@ -233,6 +235,7 @@ async fn the_guide_works_from_an_empty_directory() {
     let mut cwd: PathBuf = work.path().to_path_buf();
     let mut scaffolded_main = None;
     let mut service: Option<(Service, u16)> = None;
+    let mut service_db: Option<String> = None;
     let mut replies = Vec::new();
     let (mut probed, mut rows_before_probe) = (false, -1i64);
     for block in blocks(&guide) {
@@ -265,25 +268,17 @@ async fn the_guide_works_from_an_empty_directory() {
                 let line = block.body.trim();
                 assert!(line.ends_with("cargo run"), "{line}");
                 run("cargo build", &cwd, &env);
-                let port = free_port();
-                let child = Command::new(target.join("debug/notes"))
-                    .env("DATABASE_URL", &db.url)
-                    .env("LISTEN", format!("127.0.0.1:{port}"))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::inherit())
-                    .spawn()
-                    .expect("the service starts");
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                    assert!(Instant::now() < deadline, "the service never listened");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                service = Some((Service(child), port));
+                // As written: no DATABASE_URL, so the debug build starts its own throwaway
+                // PostgreSQL and says where (`DATABASE_URL=…` on stdout).
+                let (child, port, url) = start_notes(&target, None).await;
+                service_db = Some(url.expect("a throwaway database is announced"));
+                service = Some((child, port));
             }
             ["sh", "probe"] => {
                 let port = service.as_ref().expect("the server block comes first").1;
                 // Before the probe creates notes of its own: the two requests made one.
-                let mut conn = db.connect().await.unwrap();
+                let url = service_db.as_deref().expect("the server block comes first");
+                let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
                 rows_before_probe = sqlx::query_scalar("SELECT count(*) FROM notes")
                     .fetch_one(&mut conn)
                     .await
@@ -343,4 +338,59 @@ async fn the_guide_works_from_an_empty_directory() {
     assert_eq!(first.body, second.body);
     assert_eq!(first.header("location"), second.header("location"));
     drop(service);
+
+    // Production: with DATABASE_URL the same binary serves that database and starts none.
+    let db = TestDb::new().await.expect("a test database");
+    let (_service, port, announced) = start_notes(&target, Some(&db.url)).await;
+    assert_eq!(announced, None, "no throwaway database with DATABASE_URL");
+    let created = curl(
+        "curl -si -X POST localhost:8080/notes -H 'Authorization: Bearer alice' -H 'Idempotency-Key: prod' -H 'Content-Type: application/json' -d '{\"text\":\"kept\"}'",
+        port,
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let mut conn = db.connect().await.unwrap();
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM notes WHERE text = 'kept'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kept, 1, "written to the DATABASE_URL database");
+}
+
+/// Starts the guide's binary on a free port, with `database_url` as `DATABASE_URL` or without
+/// one; waits until it listens. Returns the database URL it announced on stdout
+/// (`DATABASE_URL=…`, printed when it started a throwaway PostgreSQL), if any; the rest of its
+/// stdout (the log) is drained.
+async fn start_notes(target: &Path, database_url: Option<&str>) -> (Service, u16, Option<String>) {
+    let port = free_port();
+    let mut command = Command::new(target.join("debug/notes"));
+    command.env_remove("DATABASE_URL");
+    if let Some(url) = database_url {
+        command.env("DATABASE_URL", url);
+    }
+    let mut child = command
+        .env("LISTEN", format!("127.0.0.1:{port}"))
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the service starts");
+    let stdout = child.stdout.take().unwrap();
+    let (announce, announced) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Some(url) = line.strip_prefix("DATABASE_URL=") {
+                let _ = announce.send(url.to_owned());
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the service never listened");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Printed before the service listens; read by the thread soon after.
+    let url = announced.recv_timeout(Duration::from_secs(2)).ok();
+    (Service(child), port, url)
 }

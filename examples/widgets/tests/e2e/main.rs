@@ -33,3 +33,7 @@ mod serving;
 
 /// Cancellation safety: clients resetting mid-request under load, then every key retried.
 mod cancel;
+
+/// Observing and composing: request spans under tower-http's `TraceLayer` in the caller's W3C
+/// trace, CORS and gzip around the generated router, the phase histograms.
+mod observe;
