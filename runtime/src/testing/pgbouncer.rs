@@ -4,7 +4,9 @@
 //! local `pgbouncer` binary (Debian package `pgbouncer`, on `PATH` or in `/usr/sbin`) on a free
 //! loopback port, as the `postgres` user when the process runs as root (PgBouncer refuses root,
 //! as `initdb` does). Every database of the server is reachable through it under its own name
-//! (`* =` fallback). Trust authentication, as the throwaway cluster's. A watchdog stops it and
+//! (`* =` fallback), each with a server pool of its own; idle server connections close after 2 s
+//! (`server_idle_timeout`), so the per-test databases of a long test run do not add up to the
+//! server's `max_connections`. Trust authentication, as the throwaway cluster's. A watchdog stops it and
 //! removes its directory when the test process exits; dropping it does the same at once.
 //!
 //! Without the binary, or when it does not come up, [`PgBouncer::start`] fails with the reason
@@ -83,7 +85,8 @@ impl PgBouncer {
              ignore_startup_parameters = extra_float_digits\n\
              admin_users = postgres\n\
              logfile = {dir}/pgbouncer.log\npidfile = {dir}/pgbouncer.pid\n\
-             server_login_retry = 1\nlog_connections = 0\nlog_disconnections = 0\n",
+             server_login_retry = 1\nserver_idle_timeout = 2\n\
+             log_connections = 0\nlog_disconnections = 0\n",
             dir = dir.display(),
             mode = mode.as_str(),
         );

@@ -337,8 +337,11 @@ async fn creates_per_second(exec: &Executor<PgStore>, direct: &sqlx::PgPool, tag
 async fn throughput_through_pgbouncer_against_direct() {
     const ROUNDS: usize = 5;
     let (db, direct) = fresh_pg(4).await;
-    let transaction = shared_bouncer(PoolMode::Transaction, &db);
-    let session = shared_bouncer(PoolMode::Session, &db);
+    // PgBouncers of its own, with server pools for every executor's pool of 16 (two per mode).
+    let (host, port) = (db.options.get_host().to_string(), db.options.get_port());
+    let start = |mode| PgBouncer::start(&host, port, mode, 40).expect("PgBouncer");
+    let (transaction, session) = (start(PoolMode::Transaction), start(PoolMode::Session));
+    let (transaction, session) = (&transaction, &session);
     let configs: Vec<(&str, Option<&PgBouncer>)> = vec![
         ("direct", None),
         ("pgbouncer-transaction", Some(transaction)),

@@ -345,10 +345,11 @@ pub fn shared_bouncer(mode: PoolMode, db: &TestDb) -> &'static PgBouncer {
     };
     let (host, port) = (db.options.get_host().to_string(), db.options.get_port());
     // In session mode each client connection holds a server connection: the server pool must
-    // hold the largest client pool a test opens (40), or clients wait for `query_wait_timeout`.
+    // hold the largest client pool a test opens on one database (`pgbouncer_env`'s 12), or
+    // clients wait for `query_wait_timeout`.
     let servers = match mode {
-        PoolMode::Session => 48,
-        PoolMode::Transaction => 20,
+        PoolMode::Session => 16,
+        PoolMode::Transaction => 8,
     };
     cell.get_or_init(|| PgBouncer::start(&host, port, mode, servers).map_err(|e| e.to_string()))
         .as_ref()
@@ -378,7 +379,9 @@ pub async fn bouncer_pool(bouncer: &PgBouncer, db: &TestDb, size: u32) -> sqlx::
 pub async fn pgbouncer_env(config: ExecutorConfig, mode: PoolMode) -> Env<PgStore> {
     let (db, direct) = fresh_pg(4).await;
     let bouncer = shared_bouncer(mode, &db);
-    let pool = bouncer_pool(bouncer, &db, 40).await;
+    // Smaller than `pg_env`'s 40: PgBouncer's server pools are per test database, and the test
+    // server's `max_connections` is shared by the whole run.
+    let pool = bouncer_pool(bouncer, &db, 12).await;
     let store = PgStore::new(pool).with_pooler(pooler_for(mode));
     store.check().await.expect("the store's pooler check");
     Env {
