@@ -146,9 +146,9 @@ async fn idempotent_create(
     let result = exec
         .execute(
             request(owner, key),
-            move |tx: &mut TxHandle<PgStore>| -> HandlerFuture<'_, Created, sqlx::Error> {
+            move |tx: &mut TxHandle<PgStore>| -> HandlerFuture<'_, Created, anyhow::Error> {
                 Box::pin(async move {
-                    let id = insert_thing(tx.conn(), &owner_in).await?;
+                    let id = insert_thing(tx.conn().await?, &owner_in).await?;
                     tx.set_resource_ref(id.to_string());
                     Ok(Created(id))
                 })

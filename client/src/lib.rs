@@ -23,8 +23,8 @@ pub use multipart::{Files, Multipart};
 pub use bytes::Bytes;
 pub use http::header::InvalidHeaderValue as InvalidCredential;
 pub use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-pub use idemgen_protocol::FilePart;
 use idemgen_protocol::status::{Repeatable, client_retries};
+pub use idemgen_protocol::{DerivedKey, FilePart};
 
 /// When and how often a call is retried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +91,15 @@ impl CallOptions {
             key: Some(key.into()),
             policy: None,
         }
+    }
+}
+
+/// A key derived for a downstream step (`tx.derive_key("charge")` in an idemgen handler): every
+/// attempt of the upstream request sends the same key, so the downstream replays instead of
+/// executing twice (docs/downstream.md).
+impl From<&DerivedKey> for CallOptions {
+    fn from(key: &DerivedKey) -> CallOptions {
+        CallOptions::with_key(key.as_str())
     }
 }
 
@@ -676,6 +685,38 @@ pub enum Error<E> {
     EncodeForm(#[from] serde_urlencoded::ser::Error),
 }
 
+impl<E> Error<E> {
+    /// Whether the call may have executed on the server, so that its outcome is unknown to the
+    /// caller: no answer after the request may have been sent (a timeout, a connection reset or
+    /// closed after sending; [`Failure::may_have_executed`]), a 5xx answer (504, a gateway's 502,
+    /// a 500 of a handler that failed after a downstream of its own), or a 2xx answer that does not
+    /// read as the spec says. `false` for a 4xx answer (the server refused: nothing was
+    /// executed, or what was is the declared result), for a connection that could not be made
+    /// and for a request that could not be encoded. A handler that gets `true` must not write as
+    /// if the call failed: answer 503/504 so that its client retries with the same key, which
+    /// re-sends the same derived key downstream (docs/downstream.md).
+    pub fn may_have_executed(&self) -> bool {
+        let by_status = |status: StatusCode| status.is_server_error() || status.is_success();
+        match self {
+            Error::Response(reply) => by_status(reply.status),
+            Error::Problem(reply) => by_status(reply.status),
+            Error::Transport(failure) => failure.may_have_executed,
+            Error::Unexpected(unexpected) => by_status(unexpected.status),
+            Error::Encode(_) | Error::EncodeForm(_) => false,
+        }
+    }
+
+    /// The status of the answer, when there was one.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            Error::Response(reply) => Some(reply.status),
+            Error::Problem(reply) => Some(reply.status),
+            Error::Unexpected(unexpected) => Some(unexpected.status),
+            Error::Transport(_) | Error::Encode(_) | Error::EncodeForm(_) => None,
+        }
+    }
+}
+
 /// A call that got no answer.
 #[derive(Debug, thiserror::Error)]
 #[error("{} attempt(s), no answer{}", .attempts, if *.may_have_executed { " (it may have executed)" } else { "" })]
@@ -747,5 +788,127 @@ mod tests {
             .unwrap();
         assert_eq!(request.url().as_str(), "http://h/a?q=1&api_key=k%201");
         assert!(Client::new("http://h").with_bearer("bad\ntoken").is_err());
+    }
+
+    /// What a one-connection loopback server does with the request it reads.
+    #[derive(Clone, Copy)]
+    enum Server {
+        /// Closes the connection once the request arrived (reset after sending).
+        Drop,
+        /// Never answers.
+        Hang,
+        /// Answers with this status and a problem body.
+        Status(u16),
+    }
+
+    /// Serves one connection on loopback as `server` says; returns the base URL and what the
+    /// request's head was.
+    async fn one_connection(server: Server) -> (String, tokio::sync::oneshot::Receiver<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (seen, head) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request arrives");
+                request.extend_from_slice(&buf[..n]);
+            }
+            let _ = seen.send(String::from_utf8_lossy(&request).into_owned());
+            match server {
+                Server::Drop => drop(socket),
+                Server::Hang => {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                Server::Status(status) => {
+                    let body = format!(
+                        r#"{{"type":"https://idemgen.dev/problems/x","title":"t","status":{status}}}"#
+                    );
+                    let answer = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/problem+json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    socket.write_all(answer.as_bytes()).await.unwrap();
+                }
+            }
+        });
+        (base, head)
+    }
+
+    /// One keyed POST, without retries, with `options`.
+    async fn keyed_call(base: &str, options: CallOptions) -> Result<(), Error<()>> {
+        let client = Client::new(base).with_policy(RetryPolicy {
+            attempt_timeout: Duration::from_millis(300),
+            ..RetryPolicy::off()
+        });
+        let call = Call::new(
+            Method::POST,
+            "/charges".into(),
+            Repeat::Keyed {
+                header: "Idempotency-Key",
+                declares_429: false,
+            },
+        );
+        let answer = client.send(call, &options).await?;
+        if answer.status.is_success() {
+            Ok(())
+        } else {
+            Err(answer.error())
+        }
+    }
+
+    /// Real loopback servers: which failures of a downstream call may have executed it.
+    #[tokio::test]
+    async fn errors_say_whether_the_call_may_have_executed() {
+        let cases = [
+            (Server::Drop, true, "reset after sending"),
+            (Server::Hang, true, "attempt timed out"),
+            (Server::Status(504), true, "504"),
+            (Server::Status(500), true, "500"),
+            (Server::Status(503), true, "503"),
+            (Server::Status(400), false, "400"),
+            (Server::Status(402), false, "402"),
+            (Server::Status(422), false, "422"),
+        ];
+        for (server, executed, what) in cases {
+            let (base, _) = one_connection(server).await;
+            let error = keyed_call(&base, CallOptions::default()).await.unwrap_err();
+            assert_eq!(error.may_have_executed(), executed, "{what}: {error}");
+            if let Server::Status(status) = server {
+                assert_eq!(error.status().map(|s| s.as_u16()), Some(status), "{what}");
+            }
+        }
+        // A connection that cannot be made never carried the request.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        let error = keyed_call(&base, CallOptions::default()).await.unwrap_err();
+        assert!(!error.may_have_executed(), "connect failure: {error}");
+        assert_eq!(error.status(), None);
+    }
+
+    /// A derived key is the call's idempotency key, as is.
+    #[tokio::test]
+    async fn a_derived_key_is_sent_as_the_idempotency_key() {
+        let key = DerivedKey::new(
+            "alice",
+            "createOrder",
+            "",
+            &idemgen_protocol::IdempotencyKey::new("k1").unwrap(),
+            "charge",
+        );
+        let (base, head) = one_connection(Server::Status(201)).await;
+        keyed_call(&base, CallOptions::from(&key)).await.unwrap();
+        let head = head.await.unwrap().to_ascii_lowercase();
+        assert!(
+            head.contains(
+                "idempotency-key: idg1-ff18da6ae4b1cdc330b88a307c7d05dc85a2396080f8f317\r\n"
+            ),
+            "{head}"
+        );
     }
 }

@@ -107,7 +107,8 @@ impl fmt::Debug for DerivedKey {
 mod tests {
     use super::*;
 
-    /// protocol.md, "Derived keys": the test vectors.
+    /// protocol.md, "Derived keys": the test vectors (computed apart, in Python's hashlib; the
+    /// table in protocol.md is checked against the code below).
     const VECTORS: [(&str, &str, &str, &str, &str, &str, &str); 3] = [
         (
             "alice",
@@ -148,6 +149,43 @@ mod tests {
             let derived = derive(owner, op, res, key, step);
             assert_eq!(derived.as_str(), text, "{owner}/{op}/{res}/{key}/{step}");
             assert_eq!(derived.uuid(), uuid, "{owner}/{op}/{res}/{key}/{step}");
+        }
+    }
+
+    /// The first backticked text of a table cell (`` `tü` (U+00FC) `` is `tü`; `` `` `` is empty).
+    fn cell(text: &str) -> &str {
+        let text = text.trim();
+        let start = text.find('`').expect("a backticked cell") + 1;
+        let len = text[start..].find('`').expect("a closed backtick");
+        &text[start..start + len]
+    }
+
+    #[test]
+    fn protocol_md_s_table_is_what_the_code_derives() {
+        let protocol = include_str!("../../protocol.md");
+        let section = protocol
+            .split("## Derived keys")
+            .nth(1)
+            .expect("protocol.md has a Derived keys section");
+        let rows: Vec<Vec<&str>> = section
+            .lines()
+            .skip_while(|l| !l.starts_with("| owner |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.trim_matches('|').split('|').map(cell).collect())
+            .collect();
+        assert_eq!(rows.len(), VECTORS.len(), "rows of the table: {rows:?}");
+        for (row, vector) in rows.iter().zip(VECTORS) {
+            let [owner, op, res, key, step, text, uuid] = row[..] else {
+                panic!("seven cells: {row:?}");
+            };
+            let derived = derive(owner, op, res, key, step);
+            assert_eq!(derived.as_str(), text, "{row:?}");
+            assert_eq!(derived.uuid(), uuid, "{row:?}");
+            assert_eq!(
+                (owner, op, res, key, step),
+                (vector.0, vector.1, vector.2, vector.3, vector.4)
+            );
         }
     }
 

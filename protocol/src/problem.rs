@@ -51,9 +51,10 @@ pub enum ProblemKind {
     /// 503: the idempotency store cannot be reached; nothing was executed.
     StoreUnavailable,
     /// 503: a dependency of an operation without an idempotency key (its database) cannot be
-    /// reached.
+    /// reached, or a downstream call of a handler surely did not execute.
     ServiceUnavailable,
-    /// 504: the outcome of the attempt is unknown; retry with the same key.
+    /// 504: the outcome of the attempt (its commit, or a downstream call of its handler) is
+    /// unknown; retry with the same key.
     OutcomeUnknown,
 }
 

@@ -2,8 +2,9 @@
 //!
 //! One attempt, separate-claim strategy (the default):
 //! 1. claim the key with a short statement of its own (or replay / 422 / 410 / wait then 409);
-//! 2. open one transaction, run the handler with only a transaction-bound handle, complete the
-//!    record in that transaction guarded by the claim token, and commit;
+//! 2. run the handler with only a transaction-bound handle whose transaction begins when the
+//!    handler first touches the database (so a downstream call before the first write holds no
+//!    connection), complete the record in that transaction guarded by the claim token, and commit;
 //! 3. store only 2xx results; anything else rolls back and releases the claim;
 //! 4. a lost commit acknowledgement is reconciled by reading the record back on the writer; when
 //!    the record is not visibly completed (504), the claim is released, ordered after the
@@ -32,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use idemgen_protocol::Fingerprint;
 use idemgen_protocol::fingerprint::{CanonicalInput, HS1_TAG};
+use idemgen_protocol::{DerivedKey, Fingerprint};
 use tracing::Instrument;
 
 use crate::auth::Principal;
@@ -195,20 +196,37 @@ pub trait ResponseCodec: Sized + Send + 'static {
 }
 
 /// The handle a handler writes through: the store's transaction, plus the reference of the
-/// resource the attempt creates (so that deleting it later can tombstone the record).
+/// resource the attempt creates (so that deleting it later can tombstone the record) and, inside
+/// an idempotent attempt, the attempt's scope (for [`TxHandle::derive_key`]).
 ///
 /// Handlers name it by their API's store only (`&mut TxHandle<Self::Store>`); with
 /// [`PgStore`](crate::PgStore), [`TxHandle::conn`] is the PostgreSQL connection inside the
 /// attempt's transaction. It offers queries, never commit or rollback.
+///
+/// **When the transaction begins** (and so when the attempt holds a pool connection), as
+/// [`TxHandle::is_open`] tells:
+/// - separate-claim strategy (the default): when the handler first touches the database
+///   ([`TxHandle::conn`], [`TxHandle::tx`], [`TxHandle::tombstone`]), else at the completion. A
+///   downstream call made before the first write holds no connection, so slow downstreams
+///   cannot exhaust the pool (docs/downstream.md);
+/// - in-transaction strategy: before the handler runs (the transaction holds the key's gate),
+///   so a downstream call holds a connection for its whole duration;
+/// - [`TxHandle::begin`] (outside an attempt): at once.
 pub struct TxHandle<S: Store> {
-    tx: S::Tx,
+    tx: Option<S::Tx>,
     store: Arc<S>,
     resource_ref: Option<String>,
+    /// The attempt's scope; `None` outside an idempotent attempt.
+    scope: Option<Scope>,
+    /// Why beginning the transaction lazily failed, if it did: the attempt then answers 503
+    /// whatever error the handler made of it.
+    begin_failed: Option<String>,
 }
 
 impl<S: Store> std::fmt::Debug for TxHandle<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TxHandle")
+            .field("open", &self.tx.is_some())
             .field("resource_ref", &self.resource_ref)
             .finish_non_exhaustive()
     }
@@ -217,29 +235,92 @@ impl<S: Store> std::fmt::Debug for TxHandle<S> {
 impl<S: Store> TxHandle<S> {
     /// Opens a transaction on `store` outside any attempt: for the request pipeline's
     /// transactional operations and for tests of handlers (commit it with [`TxHandle::commit`];
-    /// dropping it rolls back).
+    /// dropping it rolls back). It has no attempt scope: [`TxHandle::derive_key`] answers `None`.
     pub async fn begin(store: Arc<S>) -> Result<TxHandle<S>, StoreError> {
         let tx = store.begin().await?;
         Ok(TxHandle {
+            tx: Some(tx),
+            store,
+            resource_ref: None,
+            scope: None,
+            begin_failed: None,
+        })
+    }
+
+    /// A handle for an attempt: `tx` already open (in-transaction strategy) or `None`, begun on
+    /// first use (separate-claim strategy).
+    fn for_attempt(store: Arc<S>, tx: Option<S::Tx>, scope: Scope) -> TxHandle<S> {
+        TxHandle {
             tx,
             store,
             resource_ref: None,
-        })
+            scope: Some(scope),
+            begin_failed: None,
+        }
     }
 
     /// Commits a transaction opened with [`TxHandle::begin`].
     pub async fn commit(self) -> Result<(), CommitError> {
-        self.store.commit(self.tx).await
+        match self.tx {
+            Some(tx) => self.store.commit(tx).await,
+            None => Ok(()),
+        }
     }
 
     /// Rolls back a transaction opened with [`TxHandle::begin`].
     pub async fn rollback(self) -> Result<(), StoreError> {
-        self.store.rollback(self.tx).await
+        match self.tx {
+            Some(tx) => self.store.rollback(tx).await,
+            None => Ok(()),
+        }
     }
 
-    /// The store's transaction.
-    pub fn tx(&mut self) -> &mut S::Tx {
-        &mut self.tx
+    /// The store's transaction, begun now if it was not yet (see the type's docs). A failure to
+    /// begin it fails the attempt with 503 (nothing was written), whatever the handler makes of
+    /// the error.
+    pub async fn tx(&mut self) -> Result<&mut S::Tx, StoreError> {
+        let tx = match self.tx.take() {
+            Some(tx) => tx,
+            None => match self.store.begin().await {
+                Ok(tx) => tx,
+                Err(e) => {
+                    self.begin_failed = Some(e.to_string());
+                    return Err(e);
+                }
+            },
+        };
+        Ok(self.tx.insert(tx))
+    }
+
+    /// Whether the transaction is open, holding a pool connection: always under the
+    /// in-transaction strategy and after [`TxHandle::begin`]; under the separate-claim strategy
+    /// only once the handler touched the database. Make downstream calls while this is `false`
+    /// (docs/downstream.md, "Ordering").
+    pub fn is_open(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// The key for the downstream step `step` of this attempt's logical request (protocol.md,
+    /// "Derived keys"): the same on every attempt with the same owner, operation, resource scope
+    /// and client key, whatever the process or strategy; different for every other step or
+    /// request. Pass it to an idempotent downstream call (`CallOptions::from(&key)` for an
+    /// idemgen client; [`DerivedKey::uuid`] for an API that takes UUIDs only). `None` outside an
+    /// idempotent attempt ([`TxHandle::begin`], operations without `x-idempotent`), which has no
+    /// client key to derive from.
+    pub fn derive_key(&self, step: &str) -> Option<DerivedKey> {
+        let scope = self.scope.as_ref()?;
+        Some(DerivedKey::new(
+            &scope.owner,
+            &scope.operation,
+            &scope.resource_scope,
+            &scope.key,
+            step,
+        ))
+    }
+
+    /// The scope of the attempt this handle serves; `None` outside an idempotent attempt.
+    pub fn scope(&self) -> Option<&Scope> {
+        self.scope.as_ref()
     }
 
     /// Records the reference of the resource this attempt creates (e.g. its id), so that deleting
@@ -277,16 +358,20 @@ impl<S: Store> TxHandle<S> {
         operation: &str,
         resource_ref: &str,
     ) -> Result<u64, StoreError> {
-        self.store
-            .tombstone_resource(&mut self.tx, owner, operation, resource_ref)
+        let store = Arc::clone(&self.store);
+        let tx = self.tx().await?;
+        store
+            .tombstone_resource(tx, owner, operation, resource_ref)
             .await
     }
 }
 
 impl TxHandle<crate::store::PgStore> {
-    /// The PostgreSQL connection inside the attempt's transaction.
-    pub fn conn(&mut self) -> &mut sqlx::PgConnection {
-        self.tx.conn()
+    /// The PostgreSQL connection inside the attempt's transaction, which begins now if it was
+    /// not yet (see the type's docs: under the separate-claim strategy this is when the attempt
+    /// starts holding a pool connection).
+    pub async fn conn(&mut self) -> Result<&mut sqlx::PgConnection, StoreError> {
+        Ok(self.tx().await?.conn())
     }
 }
 
@@ -802,8 +887,9 @@ impl<S: Store> Executor<S> {
         let mut request = request;
         let deadline = Instant::now() + self.config.in_flight_wait;
         let mut pause = Duration::from_millis(5);
-        // One span and one timer for taking the key: the claim statements, the waits for an
-        // in-flight attempt between them, and opening the attempt's transaction.
+        // One span and one timer for taking the key: the claim statements and the waits for an
+        // in-flight attempt between them (the attempt's transaction begins later, in the
+        // handler's phase at its first database touch, or in the completion's).
         let claim_span = tracing::info_span!("idemgen.claim");
         let claim_timer = PhaseTimer::start(|p| &mut p.claim);
         let holder = self.claim_holder().instrument(claim_span.clone()).await;
@@ -841,15 +927,10 @@ impl<S: Store> Executor<S> {
                 .await;
             pause = (pause * 2).min(Duration::from_millis(100));
         };
-        let tx = match self.store.begin().instrument(claim_span.clone()).await {
-            Ok(tx) => tx,
-            Err(e) => {
-                self.release_quiet(&request.scope, token).await;
-                return Err(unavailable(e).into());
-            }
-        };
         drop((claim_timer, claim_span));
-        self.run_reserved(&request, token, tx, taken_over, Hold::Claim, handler)
+        // The business transaction begins when the handler first touches the database (or at
+        // the completion): a downstream call before the first write holds no connection.
+        self.run_reserved(&request, token, None, taken_over, Hold::Claim, handler)
             .await
     }
 
@@ -906,17 +987,18 @@ impl<S: Store> Executor<S> {
             pause = (pause * 2).min(Duration::from_millis(100));
         };
         drop((claim_timer, claim_span));
-        self.run_reserved(&request, token, tx, false, Hold::Gate, handler)
+        self.run_reserved(&request, token, Some(tx), false, Hold::Gate, handler)
             .await
     }
 
-    /// Steps 2 to 4 of an attempt that holds the key: run the handler in `tx`, complete the
+    /// Steps 2 to 4 of an attempt that holds the key: run the handler in `tx` (`None`: begun
+    /// when the handler first touches the database, or here before completing), complete the
     /// record (guarded by the token, or inserted behind the gate), commit.
     async fn run_reserved<R, E, F>(
         &self,
         request: &IdempotentRequest,
         token: ClaimToken,
-        tx: S::Tx,
+        tx: Option<S::Tx>,
         taken_over: bool,
         hold: Hold,
         handler: F,
@@ -926,11 +1008,7 @@ impl<S: Store> Executor<S> {
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
         let claim_committed = hold == Hold::Claim;
-        let mut handle = TxHandle {
-            tx,
-            store: Arc::clone(&self.store),
-            resource_ref: None,
-        };
+        let mut handle = TxHandle::for_attempt(Arc::clone(&self.store), tx, request.scope.clone());
         let result = {
             let _timer = PhaseTimer::start(|p| &mut p.handler);
             handler(&mut handle)
@@ -941,8 +1019,9 @@ impl<S: Store> Executor<S> {
         let complete_span = tracing::info_span!("idemgen.complete");
         let _completion_timer = PhaseTimer::start(|p| &mut p.completion);
         let TxHandle {
-            mut tx,
+            tx,
             resource_ref,
+            begin_failed,
             ..
         } = handle;
         // The resource a record is about, for `x-idempotency-tombstones`: the one the handler
@@ -957,6 +1036,13 @@ impl<S: Store> Executor<S> {
                 self.abandon(tx, request, token, claim_committed)
                     .instrument(complete_span)
                     .await;
+                // The handler could not begin its transaction: the store is down, not the
+                // handler wrong (nothing was written).
+                if let Some(why) = begin_failed {
+                    return Err(Problem::new(ProblemKind::StoreUnavailable)
+                        .with_internal(why)
+                        .into());
+                }
                 return Err(ExecuteError::Handler(e));
             }
         };
@@ -977,6 +1063,20 @@ impl<S: Store> Executor<S> {
                     .await;
                 return Err(problem.into());
             }
+        };
+        // A handler that never touched the database: its transaction begins now, for the
+        // completion alone.
+        let mut tx = match tx {
+            Some(tx) => tx,
+            None => match self.store.begin().instrument(complete_span.clone()).await {
+                Ok(tx) => tx,
+                Err(e) => {
+                    self.abandon(None, request, token, claim_committed)
+                        .instrument(complete_span)
+                        .await;
+                    return Err(unavailable(e).into());
+                }
+            },
         };
         let completed = match hold {
             Hold::Claim => {
@@ -1008,7 +1108,7 @@ impl<S: Store> Executor<S> {
                 return self.after_takeover(request).await;
             }
             Err(e) => {
-                self.abandon(tx, request, token, claim_committed)
+                self.abandon(Some(tx), request, token, claim_committed)
                     .instrument(complete_span)
                     .await;
                 return Err(unavailable(e).into());
@@ -1024,15 +1124,18 @@ impl<S: Store> Executor<S> {
             .await
     }
 
-    /// Rolls `tx` back and, when the claim was committed on its own, releases it.
+    /// Rolls `tx` back (when it was begun) and, when the claim was committed on its own,
+    /// releases it.
     async fn abandon(
         &self,
-        tx: S::Tx,
+        tx: Option<S::Tx>,
         request: &IdempotentRequest,
         token: ClaimToken,
         claim_committed: bool,
     ) {
-        let _ = self.store.rollback(tx).await;
+        if let Some(tx) = tx {
+            let _ = self.store.rollback(tx).await;
+        }
         if claim_committed {
             self.release_quiet(&request.scope, token).await;
         }

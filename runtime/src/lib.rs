@@ -42,7 +42,7 @@ pub use auth::{
     ApiKeyIn, Authenticator, Credentials, Principal, Requirement, Scheme, SchemeKind, Security,
 };
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
-pub use idemgen_protocol::FilePart;
+pub use idemgen_protocol::{DerivedKey, FilePart};
 pub use listen::{ServeConfig, serve, shutdown_signal};
 pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};

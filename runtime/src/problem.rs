@@ -18,6 +18,9 @@ pub struct Problem {
     kind: ProblemKind,
     detail: Option<String>,
     internal: Option<String>,
+    /// Made from a failed downstream call (`From<idemgen_client::Error<E>>`): the one way a
+    /// handler may answer the protocol's 504 outcome unknown.
+    downstream: bool,
 }
 
 #[derive(Serialize)]
@@ -38,6 +41,7 @@ impl Problem {
             kind,
             detail: None,
             internal: None,
+            downstream: false,
         }
     }
 
@@ -63,6 +67,15 @@ impl Problem {
         self.detail.as_deref()
     }
 
+    /// Whether a handler may answer this problem as it is: a kind handlers may answer
+    /// ([`ProblemKind::handler_may_answer`]), or the 504 of a downstream call whose outcome is
+    /// unknown (made by `From<idemgen_client::Error<E>>`, feature `client`), which tells the
+    /// client what the protocol's 504 does: retry with the same key.
+    pub fn handler_may_answer(&self) -> bool {
+        self.kind.handler_may_answer()
+            || (self.downstream && self.kind == ProblemKind::OutcomeUnknown)
+    }
+
     /// The log-only text, if any.
     pub fn internal(&self) -> Option<&str> {
         self.internal.as_deref()
@@ -84,6 +97,48 @@ impl Problem {
 impl From<ProblemKind> for Problem {
     fn from(kind: ProblemKind) -> Problem {
         Problem::new(kind)
+    }
+}
+
+/// A call to another service through a generated client that failed, as the handler that made
+/// it answers (feature `client`; docs/downstream.md): `handler(...).await.map_err(Problem::from)?`.
+///
+/// - The call may have executed ([`idemgen_client::Error::may_have_executed`]: no answer after
+///   sending, a 5xx): 504 outcome unknown, so the client retries with the same key, whose attempt
+///   re-sends the same derived key downstream and gets its replay.
+/// - It surely did not (the connection could not be made) or the downstream asked to come back
+///   later (409 in flight, 429): 503, retried too.
+/// - Any other 4xx (the downstream refused the request as sent) or a request that could not be
+///   encoded: 500, not retried. Map the downstream's business answers (a declined card) to your
+///   own declared responses before this.
+///
+/// The downstream's text is kept for the logs only.
+#[cfg(feature = "client")]
+impl<E> From<idemgen_client::Error<E>> for Problem {
+    fn from(error: idemgen_client::Error<E>) -> Problem {
+        let status = error.status().map(|s| s.as_u16());
+        let kind = if error.may_have_executed() {
+            ProblemKind::OutcomeUnknown
+        } else {
+            match (&error, status) {
+                (idemgen_client::Error::Transport(_), _) | (_, Some(409 | 429)) => {
+                    ProblemKind::ServiceUnavailable
+                }
+                _ => ProblemKind::Internal,
+            }
+        };
+        let mut problem =
+            Problem::new(kind).with_internal(format!("a downstream call failed: {error}"));
+        problem.downstream = true;
+        match kind {
+            ProblemKind::OutcomeUnknown => problem.with_detail(
+                "The outcome of a call to another service is unknown; retry the request with the \
+                 same idempotency key.",
+            ),
+            ProblemKind::ServiceUnavailable => problem
+                .with_detail("Another service this request needs is unavailable; retry later."),
+            _ => problem,
+        }
     }
 }
 

@@ -82,7 +82,7 @@ pub trait TxEndpoint<A, S: Store>: Operation {
 pub fn handler_problem<E>(error: &HandlerError<E>, idempotent: bool) -> Option<Problem> {
     match error {
         HandlerError::Response(_) => None,
-        HandlerError::Problem(p) if p.kind().handler_may_answer() => Some(p.clone()),
+        HandlerError::Problem(p) if p.handler_may_answer() => Some(p.clone()),
         HandlerError::Problem(p) => {
             Some(Problem::new(ProblemKind::Internal).with_internal(format!(
                 "the handler answered `{}`, one of the protocol's own problems",

@@ -82,7 +82,7 @@ impl WidgetsApi for Widgets {
             return Err(blank("body.name").into());
         }
         let color = request.body.color.map(|c| c.as_str());
-        let row = repo::insert(tx.conn(), &principal.owner, name, color).await?;
+        let row = repo::insert(tx.conn().await?, &principal.owner, name, color).await?;
         // Deleting this widget later tombstones this record (a late retry then gets 410).
         tx.set_resource_ref(row.id.to_string());
         let location = format!("/widgets/{}", row.id);
@@ -130,7 +130,7 @@ impl WidgetsApi for Widgets {
         tx: &mut TxHandle<PgStore>,
         request: DeleteWidgetRequest,
     ) -> HandlerResult<DeleteWidget> {
-        if !repo::delete(tx.conn(), &principal.owner, request.id).await? {
+        if !repo::delete(tx.conn().await?, &principal.owner, request.id).await? {
             return Err(not_found().into());
         }
         // On success the pipeline tombstones, in this transaction, the records of `createWidget`
@@ -157,7 +157,7 @@ impl WidgetsApi for Widgets {
         // digits, dashes), so a channel is never blank.
         let channel = request.body.channel.as_str();
         // The state change and its outbox event commit with the idempotency record.
-        match repo::publish(tx.conn(), &principal.owner, request.id, channel).await? {
+        match repo::publish(tx.conn().await?, &principal.owner, request.id, channel).await? {
             Published::Now(row) => Ok(PublishWidgetResponse::Status200(to_widget(row)?)),
             // A business conflict, declared as the operation's 409 with the service's own problem
             // type: clients do not retry it (they retry only the protocol's in-flight 409).

@@ -708,7 +708,11 @@ async fn handler_database_error_is_an_opaque_500() {
             .execute(req.clone(), |tx: &mut TxHandle<PgStore>| {
                 Box::pin(async move {
                     sqlx::query("INSERT INTO business_writes (id, label) VALUES (NULL, 'x')")
-                        .execute(tx.conn())
+                        .execute(
+                            tx.conn()
+                                .await
+                                .map_err(HandlerError::<NoDeclaredError>::from)?,
+                        )
                         .await
                         .map_err(HandlerError::<NoDeclaredError>::from)?;
                     Ok::<TestResponse, HandlerError<NoDeclaredError>>(TestResponse {

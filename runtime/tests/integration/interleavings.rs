@@ -108,7 +108,7 @@ impl World for PgWorld {
         Box::pin(async move {
             sqlx::query_scalar("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
                 .bind(label)
-                .fetch_one(tx.conn())
+                .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
                 .await
                 .map_err(|e| e.to_string())
         })
@@ -136,9 +136,13 @@ impl World for MemWorld {
     ) -> HandlerFuture<'a, i64, String> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let log = self.log.clone();
-        tx.tx()
-            .on_commit(move || log.lock().unwrap().push((label, id)));
-        Box::pin(async move { Ok(id) })
+        Box::pin(async move {
+            tx.tx()
+                .await
+                .map_err(|e| e.to_string())?
+                .on_commit(move || log.lock().unwrap().push((label, id)));
+            Ok(id)
+        })
     }
     fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>> {
         let ids = self

@@ -202,7 +202,7 @@ async fn child_holder() {
                 exec.execute(req, |tx: &mut TxHandle<PgStore>| {
                     Box::pin(async move {
                         sqlx::query("INSERT INTO business_writes (label) VALUES ('child')")
-                            .execute(tx.conn())
+                            .execute(tx.conn().await.map_err(|e| e.to_string())?)
                             .await
                             .map_err(|e| e.to_string())?;
                         println!("CLAIMED");
@@ -359,7 +359,7 @@ async fn release_fails_while_down(o: &Outage, req: &IdempotentRequest) {
             exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
                 Box::pin(async move {
                     sqlx::query("INSERT INTO business_writes (label) VALUES ('first')")
-                        .execute(tx.conn())
+                        .execute(tx.conn().await.map_err(|e| e.to_string())?)
                         .await
                         .map_err(|e| e.to_string())?;
                     down.notified().await;
@@ -457,7 +457,7 @@ async fn a_late_release_of_a_claim_taken_over_deletes_nothing() {
                 .execute(req, move |tx: &mut TxHandle<PgStore>| {
                     Box::pin(async move {
                         sqlx::query("INSERT INTO business_writes (label) VALUES ('taker')")
-                            .execute(tx.conn())
+                            .execute(tx.conn().await.map_err(|e| e.to_string())?)
                             .await
                             .map_err(|e| e.to_string())?;
                         proceed.notified().await;
@@ -533,7 +533,7 @@ async fn a_live_holder_whose_lease_expires_mid_handler_loses_its_claim_safely() 
                 .execute(req, move |tx: &mut TxHandle<PgStore>| {
                     Box::pin(async move {
                         sqlx::query("INSERT INTO business_writes (label) VALUES ('paused')")
-                            .execute(tx.conn())
+                            .execute(tx.conn().await.map_err(|e| e.to_string())?)
                             .await
                             .map_err(|e| e.to_string())?;
                         proceed.notified().await;

@@ -68,3 +68,11 @@ mod pgbouncer;
 /// Multi-host writer discovery: a libpq-style URL with a standby and a primary; the pool follows
 /// the writer across a promotion.
 mod writers;
+
+/// Downstream calls: derived keys across attempts and strategies; a separate-claim attempt holds
+/// no connection before its first write (a small pool, a downstream that needs every attempt).
+mod downstream;
+
+/// Two services as a stateright model: an upstream attempt's downstream call with a derived key,
+/// crashes and lost answers at every step; never two charges (and a fresh key per attempt caught).
+mod chain;

@@ -70,7 +70,7 @@ impl Business<PgStore> for PgBusiness {
         Box::pin(async move {
             sqlx::query("INSERT INTO business_writes (label) VALUES ($1)")
                 .bind(label)
-                .execute(tx.conn())
+                .execute(tx.conn().await.map_err(|e| e.to_string())?)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
@@ -88,8 +88,13 @@ impl Business<MemoryStore> for MemBusiness {
         label: String,
     ) -> HandlerFuture<'a, (), String> {
         let log = self.0.clone();
-        tx.tx().on_commit(move || log.lock().unwrap().push(label));
-        Box::pin(async { Ok(()) })
+        Box::pin(async move {
+            tx.tx()
+                .await
+                .map_err(|e| e.to_string())?
+                .on_commit(move || log.lock().unwrap().push(label));
+            Ok(())
+        })
     }
 }
 
@@ -290,7 +295,7 @@ pub fn pg_slow_id_writer(
             let id: i64 =
                 sqlx::query_scalar("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
                     .bind(&label)
-                    .fetch_one(tx.conn())
+                    .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
                     .await
                     .map_err(|e| e.to_string())?;
             tokio::time::sleep(delay).await;

@@ -52,7 +52,7 @@ impl DocumentsApi for Service {
         .bind(&body.label)
         .bind(body.meta.as_ref().map(|m| m.source.clone()))
         .bind(attachments)
-        .fetch_one(tx.conn())
+        .fetch_one(tx.conn().await?)
         .await?;
         Ok(UploadDocumentResponse::Status201(types::Document {
             id,

@@ -94,7 +94,7 @@ impl WidgetsApi for Service {
         };
         let store = Arc::clone(&self.widgets);
         let stored = widget.clone();
-        tx.tx().on_commit(move || {
+        tx.tx().await?.on_commit(move || {
             store.lock().unwrap().insert(stored.id, stored);
         });
         tx.set_resource_ref(widget.id.to_string());
@@ -151,7 +151,7 @@ impl WidgetsApi for Service {
     ) -> HandlerResult<DeleteWidget> {
         let widgets = Arc::clone(&self.widgets);
         let id = request.id;
-        tx.tx().on_commit(move || {
+        tx.tx().await?.on_commit(move || {
             widgets.lock().unwrap().remove(&id);
         });
         // `x-idempotency-tombstones: [createWidget, publishWidget]`: the pipeline tombstones
