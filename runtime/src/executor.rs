@@ -906,12 +906,24 @@ impl<S: Store> Executor<S> {
         let holder = self.claim_holder().instrument(claim_span.clone()).await;
         let taken_over = loop {
             let claim = self.claim_request(&request, token, holder);
-            let outcome = self
+            let outcome = match self
                 .store
                 .claim(&claim)
                 .instrument(claim_span.clone())
                 .await
-                .map_err(unavailable)?;
+            {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    // The claim may have committed with its acknowledgement lost (a connection
+                    // cut, a pooler restarted): release it behind, by its token, so the key is
+                    // not held for `stale_claim` by this live holder (a token never written
+                    // deletes nothing; a failed release is retried in the background).
+                    if matches!(e, StoreError::Unavailable(_)) {
+                        self.release_quiet(&request.scope, token).await;
+                    }
+                    return Err(unavailable(e).into());
+                }
+            };
             match outcome {
                 ClaimOutcome::Claimed { taken_over } => break taken_over,
                 ClaimOutcome::Existing(record) => {

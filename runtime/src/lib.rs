@@ -48,4 +48,4 @@ pub use migrate::migrate;
 pub use operation::{Authorization, HandlerError, HandlerResult};
 pub use problem::{Problem, ProblemKind};
 pub use server::{Server, ServerConfig};
-pub use store::{MemoryStore, PgStore, Store};
+pub use store::{MemoryStore, PgStore, Pooler, PoolerError, Store, WriterHosts, WriterUrlError};

@@ -12,12 +12,16 @@ use idemgen_protocol::Fingerprint;
 use crate::response::StoredResponse;
 
 mod memory;
+mod pooler;
 pub(crate) mod postgres;
 mod record;
+mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};
+pub use pooler::{Pooler, PoolerError};
 pub use postgres::{PgStore, PgTx};
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
+pub use writer::{WriterHosts, WriterUrlError};
 
 /// What an attempt asks for when it claims a key.
 #[derive(Debug, Clone)]

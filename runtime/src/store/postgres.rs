@@ -9,6 +9,7 @@ use sqlx::postgres::{PgPool, PgRow, PgTransactionManager};
 use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr, SqlStr};
 use sqlx_core::transaction::TransactionManager;
 
+use super::pooler::{self, Pooler, PoolerError};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope, gate_key};
 use crate::response::StoredResponse;
@@ -19,6 +20,43 @@ use idemgen_protocol::Fingerprint;
 pub struct PgStore {
     pool: PgPool,
     claim_pool: PgPool,
+    pooler: Pooler,
+}
+
+/// A connection for the store's statements outside the business transaction. Behind a
+/// transaction pooler they get a transaction of their own, so that every message of theirs
+/// reaches the same server connection (store/pooler.rs).
+enum Work {
+    Direct(PoolConnection<Postgres>),
+    Wrapped(PgTx),
+}
+
+impl Work {
+    async fn acquire(pool: &PgPool, pooler: Pooler) -> Result<Work, StoreError> {
+        let conn = pool.acquire().await.map_err(classify)?;
+        if pooler.wraps() {
+            Ok(Work::Wrapped(
+                PgTx::begin(conn, None).await.map_err(classify)?,
+            ))
+        } else {
+            Ok(Work::Direct(conn))
+        }
+    }
+
+    fn conn(&mut self) -> &mut PgConnection {
+        match self {
+            Work::Direct(conn) => conn,
+            Work::Wrapped(tx) => tx.conn(),
+        }
+    }
+
+    /// Commits the wrapping transaction, if any.
+    async fn finish(self) -> Result<(), StoreError> {
+        match self {
+            Work::Direct(_) => Ok(()),
+            Work::Wrapped(tx) => tx.commit().await.map_err(classify),
+        }
+    }
 }
 
 /// The business transaction handlers write through: queries only, no commit or rollback.
@@ -122,7 +160,31 @@ impl PgStore {
         PgStore {
             claim_pool: pool.clone(),
             pool,
+            pooler: Pooler::Direct,
         }
+    }
+
+    /// Declares the pooler between the store's pools and PostgreSQL (default
+    /// [`Pooler::Direct`]); with [`Pooler::Transaction`], build both pools with
+    /// [`Pooler::connect_options`]. [`PgStore::check`] verifies the pools agree, at start-up.
+    pub fn with_pooler(mut self, pooler: Pooler) -> PgStore {
+        self.pooler = pooler;
+        self
+    }
+
+    /// The declared pooler.
+    pub fn pooler(&self) -> Pooler {
+        self.pooler
+    }
+
+    /// Checks at start-up that the pools match the declared [`Pooler`], so a misconfiguration
+    /// fails here with a clear error instead of under load: a transaction-mode pooler the store
+    /// was not told about (detected by behaviour, see [`PoolerError::UndeclaredTransactionPooler`]
+    /// for what it can and cannot see), or, with [`Pooler::Transaction`], a pool whose sqlx
+    /// statement cache is on.
+    pub async fn check(&self) -> Result<(), PoolerError> {
+        pooler::check_pool(&self.pool, "business", self.pooler).await?;
+        pooler::check_pool(&self.claim_pool, "claim", self.pooler).await
     }
 
     /// Uses a separate pool for claim and release statements (for example one whose connections
@@ -141,6 +203,7 @@ impl PgStore {
     /// delete transaction. Returns how many records changed.
     async fn tombstone_resource_on(
         conn: &mut PgConnection,
+        persistent: bool,
         owner: &str,
         operation: &str,
         resource_ref: &str,
@@ -154,6 +217,7 @@ impl PgStore {
         .bind(owner)
         .bind(operation)
         .bind(resource_ref)
+        .persistent(persistent)
         .execute(conn)
         .await
         .map_err(classify)?;
@@ -298,6 +362,12 @@ const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
 const RELEASE: &str = "DELETE FROM idempotency_records
       WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
 
+/// The business transaction's `BEGIN` behind a transaction pooler: the server connection it
+/// lands on may hold statements other clients prepared (with the cache off sqlx still names the
+/// statements of a handler, per client connection, and never closes them), whose names would
+/// collide with this client's.
+const BEGIN_DEALLOCATING: &str = "BEGIN; DEALLOCATE ALL";
+
 /// After the gate found a record: `ROLLBACK` and [`SELECT_RECORD`] in one simple-query round trip,
 /// with the record key and the stale-claim timeout (in milliseconds) as literals.
 fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
@@ -310,9 +380,14 @@ fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
 
 /// `BEGIN` and the gate in one simple-query round trip. Its only literals are an integer and a
 /// hash the runtime computed from the scope, never client text.
-fn gated_begin(hash: &[u8; 32]) -> String {
+fn gated_begin(hash: &[u8; 32], pooler: Pooler) -> String {
+    let begin = if pooler == Pooler::Transaction {
+        BEGIN_DEALLOCATING
+    } else {
+        "BEGIN"
+    };
     format!(
-        "BEGIN; SELECT idemgen_gate({}, '\\x{}'::bytea)",
+        "{begin}; SELECT idemgen_gate({}, '\\x{}'::bytea)",
         gate_key(hash),
         hex::encode(hash)
     )
@@ -358,12 +433,14 @@ fn secs(d: Duration) -> f64 {
 
 async fn read_on(
     conn: &mut PgConnection,
+    persistent: bool,
     hash: &[u8; 32],
     stale_after: Duration,
 ) -> Result<Option<Record>, StoreError> {
     let row = sqlx::query(SELECT_RECORD)
         .bind(&hash[..])
         .bind(secs(stale_after))
+        .persistent(persistent)
         .fetch_optional(conn)
         .await
         .map_err(classify)?;
@@ -373,6 +450,7 @@ async fn read_on(
 /// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
 async fn claim_on(
     conn: &mut PgConnection,
+    persistent: bool,
     request: &ClaimRequest<'_>,
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
@@ -390,6 +468,7 @@ async fn claim_on(
             .bind(request.token.0)
             .bind(request.retention.map(secs))
             .bind(request.holder.map(|h| h.0))
+            .persistent(persistent)
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
@@ -419,6 +498,7 @@ async fn claim_on(
                 .bind(old)
                 .bind(secs(request.stale_after))
                 .bind(request.holder.map(|h| h.0))
+                .persistent(persistent)
                 .execute(&mut *conn)
                 .await
                 .map_err(classify)?;
@@ -437,19 +517,23 @@ impl Store for PgStore {
     type Tx = PgTx;
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
-        let mut conn = self.claim_pool.acquire().await.map_err(classify)?;
-        claim_on(&mut conn, request).await
+        let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
+        let outcome = claim_on(work.conn(), self.pooler.persistent(), request).await?;
+        work.finish().await?;
+        Ok(outcome)
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
         let conn = self.pool.acquire().await.map_err(classify)?;
-        PgTx::begin(conn, None).await.map_err(classify)
+        let statement = (self.pooler == Pooler::Transaction)
+            .then(|| AssertSqlSafe(BEGIN_DEALLOCATING).into_sql_str());
+        PgTx::begin(conn, statement).await.map_err(classify)
     }
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
         let conn = self.pool.acquire().await.map_err(classify)?;
-        let statement = AssertSqlSafe(gated_begin(&hash)).into_sql_str();
+        let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
         // between, `tx` closes the connection (it may hold the key's advisory lock).
         let mut tx = PgTx::beginning(conn);
@@ -517,6 +601,7 @@ impl Store for PgStore {
             .bind(&response.body)
             .bind(resource_ref)
             .bind(request.retention.map(secs))
+            .persistent(self.pooler.persistent())
             .execute(tx.conn())
             .await
             .map_err(classify)?;
@@ -539,6 +624,7 @@ impl Store for PgStore {
             .bind(sqlx::types::Json(&response.headers))
             .bind(&response.body)
             .bind(resource_ref)
+            .persistent(self.pooler.persistent())
             .execute(tx.conn())
             .await
             .map_err(classify)?;
@@ -558,13 +644,15 @@ impl Store for PgStore {
 
     async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError> {
         let hash = scope.hash();
+        let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
         sqlx::query(RELEASE)
             .bind(&hash[..])
             .bind(token.0)
-            .execute(&self.claim_pool)
+            .persistent(self.pooler.persistent())
+            .execute(work.conn())
             .await
             .map_err(classify)?;
-        Ok(())
+        work.finish().await
     }
 
     async fn read(
@@ -572,10 +660,12 @@ impl Store for PgStore {
         scope: &Scope,
         stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        let mut work = Work::acquire(&self.pool, self.pooler).await?;
+        let conn = work.conn();
         // Reads decide outcomes (a lost commit acknowledgement, a lost takeover): never from a
         // server in recovery, whose records may lag the writer's.
         let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .persistent(self.pooler.persistent())
             .fetch_one(&mut *conn)
             .await
             .map_err(classify)?;
@@ -584,7 +674,9 @@ impl Store for PgStore {
                 "the store's server is in recovery (a standby), not the writer".into(),
             ));
         }
-        read_on(&mut conn, &scope.hash(), stale_after).await
+        let record = read_on(conn, self.pooler.persistent(), &scope.hash(), stale_after).await?;
+        work.finish().await?;
+        Ok(record)
     }
 
     async fn tombstone_resource(
@@ -594,7 +686,14 @@ impl Store for PgStore {
         operation: &str,
         resource_ref: &str,
     ) -> Result<u64, StoreError> {
-        Self::tombstone_resource_on(tx.conn(), owner, operation, resource_ref).await
+        Self::tombstone_resource_on(
+            tx.conn(),
+            self.pooler.persistent(),
+            owner,
+            operation,
+            resource_ref,
+        )
+        .await
     }
 
     async fn renew_lease(
@@ -602,25 +701,31 @@ impl Store for PgStore {
         holder: HolderId,
         expires_after: Duration,
     ) -> Result<bool, StoreError> {
+        let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
         sqlx::query(RENEW_LEASE)
             .bind(holder.0)
             .bind(secs(expires_after))
-            .execute(&self.claim_pool)
+            .persistent(self.pooler.persistent())
+            .execute(work.conn())
             .await
             .map_err(classify)?;
+        work.finish().await?;
         Ok(true)
     }
 
     async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
+        let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
         sqlx::query(END_LEASE)
             .bind(holder.0)
-            .execute(&self.claim_pool)
+            .persistent(self.pooler.persistent())
+            .execute(work.conn())
             .await
             .map_err(classify)?;
-        Ok(())
+        work.finish().await
     }
 
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
+        let mut work = Work::acquire(&self.pool, self.pooler).await?;
         let done = sqlx::query(
             "DELETE FROM idempotency_records
               WHERE ctid IN (SELECT ctid FROM idempotency_records
@@ -630,9 +735,11 @@ impl Store for PgStore {
                               FOR UPDATE SKIP LOCKED)",
         )
         .bind(batch_size)
-        .execute(&self.pool)
+        .persistent(self.pooler.persistent())
+        .execute(work.conn())
         .await
         .map_err(classify)?;
+        work.finish().await?;
         Ok(done.rows_affected())
     }
 }

@@ -338,7 +338,7 @@ impl Drop for Cluster {
     }
 }
 
-fn run_owned(
+pub(super) fn run_owned(
     cmd: &mut Command,
     owner: Option<(u32, u32)>,
 ) -> Result<std::process::Output, HarnessError> {
@@ -351,7 +351,7 @@ fn run_owned(
         .map_err(|e| err(format!("running {:?}: {e}", cmd.get_program())))
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -359,7 +359,7 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn postgres_ids() -> Result<(u32, u32), HarnessError> {
+pub(super) fn postgres_ids() -> Result<(u32, u32), HarnessError> {
     let id = |flag: &str| -> Result<u32, HarnessError> {
         let out = Command::new("id")
             .args([flag, "postgres"])
@@ -397,7 +397,7 @@ fn find_bin_dir() -> Option<PathBuf> {
     versions.pop()
 }
 
-fn free_port() -> Result<u16, HarnessError> {
+pub(super) fn free_port() -> Result<u16, HarnessError> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| err(format!("finding a free port: {e}")))?;
     listener

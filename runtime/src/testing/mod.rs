@@ -33,8 +33,10 @@
 //! `router` in process with `tower::ServiceExt::oneshot`, as the widgets example's tests do.
 
 mod cluster;
+mod pgbouncer;
 
 pub use cluster::{Cluster, ClusterOptions, DerivedDir, HarnessError, TestDb, shared_cluster};
+pub use pgbouncer::{PgBouncer, PoolMode};
 
 impl TestDb {
     /// A fresh database with the runtime's migrations applied (the `idempotency_records`

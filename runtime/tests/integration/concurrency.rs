@@ -1,4 +1,5 @@
-//! Real concurrency on PostgreSQL: 64 simultaneous attempts with one key.
+//! Real concurrency on PostgreSQL: 64 simultaneous attempts with one key, directly and through
+//! PgBouncer (transaction and session pooling).
 
 use std::time::Duration;
 
@@ -7,11 +8,19 @@ use idemgen_runtime::engine::Disposition;
 use serde_json::json;
 
 use crate::support::*;
+use idemgen_testdb::PoolMode;
 
-async fn storm(strategy: Strategy) {
+fn storm_config(strategy: Strategy) -> idemgen_runtime::ExecutorConfig {
     let mut cfg = config(strategy);
     cfg.in_flight_wait = Duration::from_millis(500);
-    let env = pg_env(cfg).await;
+    cfg
+}
+
+async fn storm(strategy: Strategy) {
+    storm_on(pg_env(storm_config(strategy)).await).await;
+}
+
+async fn storm_on(env: Env<idemgen_runtime::PgStore>) {
     let req = request(scope("alice", "storm"), json!({"name": "w"}), 1);
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
     let mut tasks = Vec::new();
@@ -68,4 +77,28 @@ async fn sixty_four_attempts_one_key_separate_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_attempts_one_key_in_transaction() {
     storm(Strategy::InTransaction).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim_through_pgbouncer_transaction_mode() {
+    let env = pgbouncer_env(storm_config(Strategy::SeparateClaim), PoolMode::Transaction).await;
+    storm_on(env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_in_transaction_through_pgbouncer_transaction_mode() {
+    let env = pgbouncer_env(storm_config(Strategy::InTransaction), PoolMode::Transaction).await;
+    storm_on(env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim_through_pgbouncer_session_mode() {
+    let env = pgbouncer_env(storm_config(Strategy::SeparateClaim), PoolMode::Session).await;
+    storm_on(env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_in_transaction_through_pgbouncer_session_mode() {
+    let env = pgbouncer_env(storm_config(Strategy::InTransaction), PoolMode::Session).await;
+    storm_on(env).await;
 }

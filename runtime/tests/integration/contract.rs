@@ -1,5 +1,6 @@
 //! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
-//! `contract!` macro runs it on PostgreSQL and in memory, separate-claim and in-transaction.
+//! `contract!` macro runs it on PostgreSQL (directly, and through PgBouncer in transaction and in
+//! session pooling mode) and in memory, separate-claim and in-transaction.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::support::*;
+use idemgen_testdb::PoolMode;
 
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {$(
@@ -23,6 +25,22 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn postgres_in_transaction() {
                 super::$case(pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn pgbouncer_transaction_separate_claim() {
+                super::$case(pgbouncer_env(config(Strategy::SeparateClaim), PoolMode::Transaction).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn pgbouncer_transaction_in_transaction() {
+                super::$case(pgbouncer_env(config(Strategy::InTransaction), PoolMode::Transaction).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn pgbouncer_session_separate_claim() {
+                super::$case(pgbouncer_env(config(Strategy::SeparateClaim), PoolMode::Session).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn pgbouncer_session_in_transaction() {
+                super::$case(pgbouncer_env(config(Strategy::InTransaction), PoolMode::Session).await, Strategy::InTransaction).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn memory_separate_claim() {

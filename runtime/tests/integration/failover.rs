@@ -19,19 +19,19 @@ use sqlx::{Connection, Executor as _, PgConnection};
 use crate::support::*;
 
 /// A primary, its standby (synchronous or not), and the endpoint the application uses.
-struct Pair {
-    primary: Cluster,
-    standby: Cluster,
+pub(crate) struct Pair {
+    pub(crate) primary: Cluster,
+    pub(crate) standby: Cluster,
     endpoint: Switch,
     /// The standby's replication stream (kept alive with the pair).
     _replication: Switch,
 }
 
 /// No added replication lag.
-const NO_LAG: Duration = Duration::ZERO;
+pub(crate) const NO_LAG: Duration = Duration::ZERO;
 
 /// A primary and its standby; `lag` holds the replication stream (loopback has next to none).
-async fn pair(synchronous: bool, lag: Duration) -> Pair {
+pub(crate) async fn pair(synchronous: bool, lag: Duration) -> Pair {
     let (primary, standby, replication) = tokio::task::spawn_blocking(move || {
         let primary = Cluster::start(&ClusterOptions::default()).expect("primary");
         let replication = Switch::start_lagging(primary.port(), lag).unwrap();

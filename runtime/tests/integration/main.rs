@@ -61,6 +61,14 @@ mod cancel;
 /// stranded keys execute seconds after the server is back; one write per key, replays.
 mod restarts;
 
+/// PgBouncer (transaction and session pooling): the store's pooler check, PgBouncer restarted
+/// under load. The contract suite and the storms also run through it.
+mod pgbouncer;
+
+/// Multi-host writer discovery: a libpq-style URL with a standby and a primary; the pool follows
+/// the writer across a promotion.
+mod writers;
+
 /// Downstream calls: derived keys across attempts and strategies; a separate-claim attempt holds
 /// no connection before its first write (a small pool, a downstream that needs every attempt).
 mod downstream;

@@ -1,4 +1,4 @@
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -9,8 +9,11 @@ use idemgen_runtime::engine::{
     EarlierFormats, ExecuteError, HandlerFuture, IdempotentRequest, Outcome, ResponseCodec, Scope,
     StoredResponse,
 };
-use idemgen_runtime::{Executor, ExecutorConfig, MemoryStore, PgStore, Store, Strategy, TxHandle};
-use idemgen_testdb::TestDb;
+use idemgen_runtime::{
+    Executor, ExecutorConfig, MemoryStore, PgStore, Pooler, Store, Strategy, TxHandle,
+};
+use idemgen_testdb::{PgBouncer, PoolMode, TestDb};
+use sqlx::postgres::PgPoolOptions;
 
 /// A response as a handler returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,4 +338,60 @@ pub async fn pg_duplicates(pool: &sqlx::PgPool) -> Vec<(String, i64)> {
         .fetch_all(pool)
         .await
         .expect("counting duplicates")
+}
+
+/// The process's PgBouncer in `mode`, in front of the test server (started on first use).
+pub fn shared_bouncer(mode: PoolMode, db: &TestDb) -> &'static PgBouncer {
+    static SESSION: OnceLock<Result<PgBouncer, String>> = OnceLock::new();
+    static TRANSACTION: OnceLock<Result<PgBouncer, String>> = OnceLock::new();
+    let cell = match mode {
+        PoolMode::Session => &SESSION,
+        PoolMode::Transaction => &TRANSACTION,
+    };
+    let (host, port) = (db.options.get_host().to_string(), db.options.get_port());
+    // In session mode each client connection holds a server connection: the server pool must
+    // hold the largest client pool a test opens on one database (`pgbouncer_env`'s 12), or
+    // clients wait for `query_wait_timeout`.
+    let servers = match mode {
+        PoolMode::Session => 16,
+        PoolMode::Transaction => 8,
+    };
+    cell.get_or_init(|| PgBouncer::start(&host, port, mode, servers).map_err(|e| e.to_string()))
+        .as_ref()
+        .unwrap_or_else(|e| panic!("starting PgBouncer ({mode:?}): {e}"))
+}
+
+/// The store's [`Pooler`] for a PgBouncer mode.
+pub fn pooler_for(mode: PoolMode) -> Pooler {
+    match mode {
+        PoolMode::Session => Pooler::Session,
+        PoolMode::Transaction => Pooler::Transaction,
+    }
+}
+
+/// A pool of `size` on `db` through `bouncer`, with the connect options its pooler needs.
+pub async fn bouncer_pool(bouncer: &PgBouncer, db: &TestDb, size: u32) -> sqlx::PgPool {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(pooler_for(bouncer.mode()).connect_options(bouncer.options(&db.name)))
+        .await
+        .expect("a pool through PgBouncer")
+}
+
+/// As [`pg_env`], but the executor's store reaches PostgreSQL through PgBouncer in `mode`
+/// (declared with its [`Pooler`] and checked); the ledger counts on a direct pool.
+pub async fn pgbouncer_env(config: ExecutorConfig, mode: PoolMode) -> Env<PgStore> {
+    let (db, direct) = fresh_pg(4).await;
+    let bouncer = shared_bouncer(mode, &db);
+    // Smaller than `pg_env`'s 40: PgBouncer's server pools are per test database, and the test
+    // server's `max_connections` is shared by the whole run.
+    let pool = bouncer_pool(bouncer, &db, 12).await;
+    let store = PgStore::new(pool).with_pooler(pooler_for(mode));
+    store.check().await.expect("the store's pooler check");
+    Env {
+        exec: Executor::new(store, config),
+        business: Arc::new(PgBusiness),
+        ledger: Ledger::Pg(direct),
+    }
 }
