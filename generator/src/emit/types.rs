@@ -317,10 +317,13 @@ fn struct_field(owner: &str, field: &Field, usage: Usage) -> TokenStream {
             _ => quote!(#[serde(default, deserialize_with = #deserialize)]),
         }
     });
+    // A required multipart array part: absent is the empty array (RFC 7578 cannot send one).
+    let empty = (field.absent_is_empty && usage.deserialize).then(|| quote!(#[serde(default)]));
     quote! {
         #doc
         #rename
         #skip
+        #empty
         pub #name: #ty,
     }
 }

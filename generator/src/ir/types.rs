@@ -198,6 +198,9 @@ pub struct Field {
     /// through (see [`imply_tags`]): no Rust field, since the union's variant implies it (serde
     /// writes and checks it). It still counts in the lock's shape: the JSON is the same.
     pub implied_tag: bool,
+    /// A required array part of a multipart body: RFC 7578 sends one part per item and cannot
+    /// spell an empty array, so the server reads an absent part as the empty array.
+    pub absent_is_empty: bool,
 }
 
 impl Field {
@@ -624,6 +627,7 @@ impl<'s> TypeSpace<'s> {
                 PartKind::File { many: false } => Checks::of(property.node),
                 _ => Checks::of(part.schema.node),
             };
+            let absent_is_empty = required && matches!(ty, TypeRef::Vec(_));
             fields.push(Field {
                 name: ns.claim(&snake_name(wire)),
                 wire: wire.to_string(),
@@ -638,6 +642,7 @@ impl<'s> TypeSpace<'s> {
                 },
                 default: None,
                 implied_tag: false,
+                absent_is_empty,
             });
         }
         let deny_unknown =
@@ -1179,6 +1184,7 @@ impl<'s> TypeSpace<'s> {
                     default_json: self.default_of(node),
                     default: None,
                     implied_tag: false,
+                    absent_is_empty: false,
                 });
             }
         }
@@ -1221,6 +1227,7 @@ impl<'s> TypeSpace<'s> {
                 },
                 default: None,
                 implied_tag: false,
+                absent_is_empty: false,
             });
         }
         let additional = at.node.get("additionalProperties");

@@ -61,6 +61,7 @@ impl DocumentsApi for Service {
             sha256: body.file.sha256(),
             filename: body.file.filename,
             attachments: Some(attachments),
+            reviewers: Some(body.reviewers.len() as i32),
         }))
     }
 }
@@ -428,6 +429,7 @@ async fn the_generated_client_sends_parts_the_generated_server_reads() {
             source: "api".into(),
         }),
         label: Some("with \"quotes\"".into()),
+        reviewers: vec!["ann".into()],
     };
     let options = uploads_client::CallOptions::with_key("client-key-1");
     let first = client.upload_document(&body, &options).await.unwrap();
@@ -436,6 +438,7 @@ async fn the_generated_client_sends_parts_the_generated_server_reads() {
     assert_eq!(document.filename.as_deref(), Some("q\"3\".pdf"));
     assert_eq!(document.sha256, FilePart::new(PDF).sha256());
     assert_eq!(document.attachments, Some(2));
+    assert_eq!(document.reviewers, Some(1));
     assert!(!first.replayed);
     // A second call encodes again, under a fresh boundary: the same request, replayed.
     let again = client.upload_document(&body, &options).await.unwrap();
@@ -460,6 +463,69 @@ async fn the_generated_client_sends_parts_the_generated_server_reads() {
         matches!(&refused, Err(idemgen_client::Error::Problem(p)) if p.status == StatusCode::UNPROCESSABLE_ENTITY),
         "{refused:?}"
     );
+    server.abort();
+}
+
+/// RFC 7578 cannot spell an empty array: a required array part given no items is sent as no
+/// part, and the server reads an absent array part as the empty array (fingerprinted as `[]`).
+#[tokio::test]
+async fn a_required_array_part_with_no_items_is_no_part_and_reads_as_empty() {
+    let (app, pool, _db) = app().await;
+    // By hand: `upload()` sends no `reviewers` part.
+    let (status, _, text) = post(&app, "e1", &form("b"), multipart("b", &upload())).await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    let created: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(created["reviewers"], 0);
+    // Items under the same key are another request: absent was fingerprinted as `[]`.
+    let mut more = upload();
+    more.push(("reviewers", None, b"ann"));
+    let (status, _, text) = post(&app, "e1", &form("b"), multipart("b", &more)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{text}");
+    let (status, _, text) = post(&app, "e2", &form("b"), multipart("b", &more)).await;
+    assert_eq!(status, StatusCode::CREATED, "{text}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["reviewers"],
+        1
+    );
+    // Its checks still run: three items exceed `maxItems: 2`.
+    let mut three = upload();
+    three.extend([
+        ("reviewers", None, &b"a"[..]),
+        ("reviewers", None, b"b"),
+        ("reviewers", None, b"c"),
+    ]);
+    let (status, _, text) = post(&app, "e3", &form("b"), multipart("b", &three)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("body.reviewers"), "{text}");
+
+    // The generated client, given `vec![]`, sends no part; the server reads it as empty.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = uploads_client::DocumentsClient::from_client(
+        idemgen_client::Client::new(format!("http://{addr}")).with_header(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("alice"),
+        ),
+    );
+    let body = uploads_client::types::UploadDocumentRequestBody {
+        file: FilePart::new(PDF),
+        title: "empty".into(),
+        kind: None,
+        pages: None,
+        tags: None,
+        attachments: None,
+        meta: None,
+        label: None,
+        reviewers: vec![],
+    };
+    let options = uploads_client::CallOptions::with_key("e4");
+    let first = client.upload_document(&body, &options).await.unwrap();
+    let uploads_client::UploadDocumentResponse::Status201(document) = &first.value;
+    assert_eq!(document.reviewers, Some(0));
+    let again = client.upload_document(&body, &options).await.unwrap();
+    assert!(again.replayed, "the same empty array, the same request");
+    assert_eq!(rows(&pool).await, 3, "e1, e2 and e4 executed once each");
     server.abort();
 }
 

@@ -27,6 +27,9 @@ pub mod types {
         /// The `attachments` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub attachments: ::std::option::Option<i32>,
+        /// The `reviewers` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub reviewers: ::std::option::Option<i32>,
     }
     /// The `Meta` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
@@ -64,6 +67,9 @@ pub mod types {
         /// The `attachments` property.
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub attachments: ::std::option::Option<::std::vec::Vec<cg::FilePart>>,
+        /// Required, and may be empty (then no part is sent).
+        #[serde(default)]
+        pub reviewers: ::std::vec::Vec<::std::string::String>,
         /// The `meta` property.
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub meta: ::std::option::Option<Meta>,
@@ -104,6 +110,11 @@ pub mod types {
                         }
                     }
                 }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "reviewers");
+                let value = &self.reviewers;
+                cg::check_max_items(path, value.len(), 2)?;
             }
             {
                 let path = &cg::FieldPath::Property(path, "meta");

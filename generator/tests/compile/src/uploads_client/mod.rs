@@ -25,6 +25,9 @@ pub mod types {
         /// The `attachments` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub attachments: ::std::option::Option<i32>,
+        /// The `reviewers` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub reviewers: ::std::option::Option<i32>,
     }
     /// The `Meta` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
@@ -52,6 +55,9 @@ pub mod types {
         /// The `attachments` property.
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub attachments: ::std::option::Option<::std::vec::Vec<cg::FilePart>>,
+        /// Required, and may be empty (then no part is sent).
+        #[serde(default)]
+        pub reviewers: ::std::vec::Vec<::std::string::String>,
         /// The `meta` property.
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub meta: ::std::option::Option<Meta>,
@@ -198,6 +204,7 @@ impl DocumentsClient {
             form.field("pages", &body.pages)?;
             form.field("tags", &body.tags)?;
             form.files("attachments", &body.attachments);
+            form.field("reviewers", &body.reviewers)?;
             form.field("meta", &body.meta)?;
             form.json("label", &body.label)?;
             call.multipart(&form)
