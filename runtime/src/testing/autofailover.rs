@@ -558,7 +558,7 @@ impl AutoFailover {
         let pg_ctl = self.bin.join("pg_ctl");
         let script = format!(
             "while [ -d /proc/{pid} ]; do sleep 0.5; done; \
-             for f in '{dir}'/*.pgid; do [ -f \"$f\" ] && kill -KILL -- -$(cat \"$f\"); done; \
+             for f in '{dir}'/*.pgid; do [ -f \"$f\" ] && kill -KILL -$(cat \"$f\"); done; \
              for d in monitor a b; do '{pg_ctl}' -D '{dir}'/$d -m immediate stop >/dev/null 2>&1; done; \
              rm -rf '{dir}'",
             pid = std::process::id(),

@@ -229,6 +229,20 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         sync.contains("pgautofailover_standby_"),
         "synchronous: {sync:?}"
     );
+    // The connection budget under load: every process's pools and probes on the primary.
+    let (sessions_on_primary, max_connections): (i64, String) = {
+        let mut conn = sqlx::PgConnection::connect(&formation.node_url(0))
+            .await
+            .expect("connecting to node a");
+        sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE backend_type = 'client backend' \
+                                       AND pid <> pg_backend_pid()), \
+                    current_setting('max_connections') FROM pg_stat_activity",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+    };
     let before_first = acked(&tally);
     let (mut formation, kill1, gone1) = blocking(move || {
         let mut f = formation;
@@ -382,7 +396,8 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
          {before_first} before kill 1 (-m immediate of a), {} between, {} after kill 2 (SIGKILL \
          of b), {total} in all; {} attempts; kill to first successful write: {:.2} s and {:.2} s \
          (the monitor reported the new writer by {:.2} s and {:.2} s); lost acknowledgements: {}; keys \
-         with two widgets: {duplicates}; test {:.1} s",
+         with two widgets: {duplicates}; client sessions on the primary under load: \
+         {sessions_on_primary} of max_connections {max_connections}; test {:.1} s",
         formed.as_secs_f64(),
         before_second - before_first,
         total - before_second,
