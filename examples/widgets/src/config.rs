@@ -14,9 +14,9 @@ pub const DEV_TOKENS: &str = "tok1=alice,tok2=bob,tok3=carol:readonly";
 pub struct Config {
     /// `DATABASE_URL`: the PostgreSQL writer. Unset, a throwaway local PostgreSQL is started
     /// from the server binaries (development only: its data goes when the process exits). It may
-    /// list several hosts, libpq-style (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=
-    /// read-write`): the pools connect to the writable one and follow it after a failover
-    /// (`idemgen_runtime::WriterHosts`).
+    /// list several hosts, libpq-style
+    /// (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): the pools connect to
+    /// the writable one and follow it after a failover (`idemgen_runtime::WriterHosts`).
     pub database_url: Option<String>,
     /// `WIDGETS_POOLER`: what `DATABASE_URL` reaches: `direct` (default, PostgreSQL itself),
     /// `session` or `transaction` (PgBouncer's `pool_mode`); the store and the pools are set up

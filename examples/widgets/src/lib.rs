@@ -320,3 +320,36 @@ async fn throwaway_database() -> anyhow::Result<(Cluster, String)> {
     println!("DATABASE_URL={}", db.url);
     Ok((cluster, db.url))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::several_hosts;
+
+    #[test]
+    fn only_a_url_listing_several_hosts_goes_through_writer_hosts() {
+        for one in [
+            "postgres://app:secret@db:5432/widgets",
+            // A comma in the password is no host list.
+            "postgres://app:a,b@db:5432/widgets",
+            "postgres:///widgets?host=/var/run/postgresql",
+            "postgres://db/widgets?application_name=a,b",
+        ] {
+            assert!(several_hosts(one).unwrap().is_none(), "{one}");
+        }
+        let hosts = several_hosts(
+            "postgres://app@h1:5433,h2/widgets?target_session_attrs=read-write&sslmode=disable",
+        )
+        .unwrap()
+        .expect("two hosts");
+        let got: Vec<_> = hosts
+            .hosts()
+            .iter()
+            .map(|h| (h.get_host().to_string(), h.get_port()))
+            .collect();
+        assert_eq!(got, [("h1".to_string(), 5433), ("h2".to_string(), 5432)]);
+        let err = several_hosts("postgres://h1,h2/widgets?target_session_attrs=standby")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("target_session_attrs"), "{err}");
+    }
+}

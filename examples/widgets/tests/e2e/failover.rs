@@ -263,12 +263,10 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         formation
     })
     .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // A key the pinned process wrote before a died (its record is on a, replicated) and a new
+    // one, each asked three times: 503 is all a server in recovery may answer, never a replay.
     for key in ["pinned-1", "pinned-2"] {
-        // Until the pinned pool has a connection to a again its answers are 503s too; 503 is
-        // all it may ever answer while a is in recovery.
-        let mut answered = 0;
-        while answered < 3 {
+        for _ in 0..3 {
             let a = create(&pinned.base, "tok1", key, json!({"name": "pinned"})).await;
             assert_eq!(
                 a.status,
@@ -277,8 +275,6 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
                 a.body
             );
             assert!(!a.replayed());
-            answered += 1;
-            assert!(Instant::now() < deadline);
         }
     }
     let standby_rows = {
