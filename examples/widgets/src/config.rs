@@ -13,8 +13,20 @@ pub const DEV_TOKENS: &str = "tok1=alice,tok2=bob,tok3=carol:readonly";
 #[derive(Debug, Clone)]
 pub struct Config {
     /// `DATABASE_URL`: the PostgreSQL writer. Unset, a throwaway local PostgreSQL is started
-    /// from the server binaries (development only: its data goes when the process exits).
+    /// from the server binaries (development only: its data goes when the process exits). It may
+    /// list several hosts, libpq-style
+    /// (`postgres://u@h1:5432,h2:5432/db?target_session_attrs=read-write`): the pools connect to
+    /// the writable one and follow it after a failover (`idemgen_runtime::WriterHosts`).
     pub database_url: Option<String>,
+    /// `WIDGETS_POOLER`: what `DATABASE_URL` reaches: `direct` (default, PostgreSQL itself),
+    /// `session` or `transaction` (PgBouncer's `pool_mode`); the store and the pools are set up
+    /// for it (`idemgen_runtime::Pooler`) and checked at start-up (`PgStore::check`).
+    pub pooler: idemgen_runtime::Pooler,
+    /// `WIDGETS_MIGRATION_URL`: where migrations run, when not on `DATABASE_URL`. Required with
+    /// `WIDGETS_POOLER=transaction`: sqlx's migrator holds a session advisory lock, which a
+    /// transaction pooler would leave held on a pooled server connection; give a direct (or
+    /// session-pooled) URL. It may list several hosts, as `DATABASE_URL`.
+    pub migration_url: Option<String>,
     /// `WIDGETS_LISTEN` (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
     /// `WIDGETS_TOKENS`: `token=owner[:readonly],…` (default [`DEV_TOKENS`]).
@@ -59,6 +71,22 @@ impl Config {
     /// Reads the configuration through `get` (testable without touching the environment).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Config> {
         let database_url = get("DATABASE_URL").filter(|u| !u.trim().is_empty());
+        let pooler = match get("WIDGETS_POOLER").as_deref().map(str::trim) {
+            None | Some("") | Some("direct") => idemgen_runtime::Pooler::Direct,
+            Some("session") => idemgen_runtime::Pooler::Session,
+            Some("transaction") => idemgen_runtime::Pooler::Transaction,
+            Some(other) => anyhow::bail!(
+                "WIDGETS_POOLER must be direct, session or transaction, not {other:?}"
+            ),
+        };
+        let migration_url = get("WIDGETS_MIGRATION_URL").filter(|u| !u.trim().is_empty());
+        if pooler == idemgen_runtime::Pooler::Transaction && migration_url.is_none() {
+            anyhow::bail!(
+                "WIDGETS_POOLER=transaction needs WIDGETS_MIGRATION_URL, a direct (or \
+                 session-pooled) URL for the migrations: sqlx's migrator holds a session \
+                 advisory lock, which a transaction pooler leaves held on a pooled connection"
+            );
+        }
         let listen = get("WIDGETS_LISTEN")
             .unwrap_or_else(|| "127.0.0.1:8080".into())
             .parse()
@@ -131,6 +159,8 @@ impl Config {
             Some(other) => anyhow::bail!("WIDGETS_METRICS must be on or off, not {other:?}"),
         };
         Ok(Config {
+            pooler,
+            migration_url,
             metrics,
             cors_origins,
             database_url,
@@ -304,6 +334,45 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.retention, None);
         assert_eq!(c.stale_claim, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn pooler_is_chosen_by_name_and_a_transaction_pooler_needs_a_migration_url() {
+        use idemgen_runtime::Pooler;
+        let with = |pairs: &'static [(&'static str, &'static str)]| {
+            Config::from_lookup(move |k| {
+                pairs
+                    .iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        let defaults = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(defaults.pooler, Pooler::Direct);
+        assert_eq!(defaults.migration_url, None);
+        assert_eq!(
+            with(&[("WIDGETS_POOLER", "session")]).unwrap().pooler,
+            Pooler::Session
+        );
+        assert_eq!(
+            with(&[("WIDGETS_POOLER", "direct")]).unwrap().pooler,
+            Pooler::Direct
+        );
+        let err = with(&[("WIDGETS_POOLER", "transaction")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WIDGETS_MIGRATION_URL"), "{err}");
+        let c = with(&[
+            ("WIDGETS_POOLER", "transaction"),
+            ("WIDGETS_MIGRATION_URL", "postgres://db:5432/app"),
+        ])
+        .unwrap();
+        assert_eq!(c.pooler, Pooler::Transaction);
+        assert_eq!(c.migration_url.as_deref(), Some("postgres://db:5432/app"));
+        let err = with(&[("WIDGETS_POOLER", "statement")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("WIDGETS_POOLER"), "{err}");
     }
 
     #[test]

@@ -18,8 +18,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Server, ServerConfig};
-use sqlx::postgres::PgPoolOptions;
+use idemgen_runtime::{
+    Executor, ExecutorConfig, PgStore, Pooler, Server, ServerConfig, WriterHosts,
+};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::config::Config;
 
@@ -39,20 +42,78 @@ pub fn migrator() -> sqlx::migrate::Migrator {
     migrator
 }
 
+/// The claim pool's size, beside `WIDGETS_POOL_SIZE` business connections (docs/scaling.md,
+/// "Connection budget").
+pub const CLAIM_POOL_SIZE: u32 = 4;
+
 /// How often the retention cleanup runs when a retention is configured.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 
 /// Applies the runtime's migrations (the idempotency records) and the example's own.
 pub async fn migrate(pool: &sqlx::PgPool) -> anyhow::Result<()> {
     let mut conn = pool.acquire().await.context("connecting to the database")?;
-    idemgen_runtime::migrate(&mut conn)
+    migrate_on(&mut conn).await
+}
+
+async fn migrate_on(conn: &mut sqlx::PgConnection) -> anyhow::Result<()> {
+    idemgen_runtime::migrate(conn)
         .await
         .context("runtime migrations")?;
     migrator()
-        .run_direct(None, &mut *conn, false)
+        .run_direct(None, conn, false)
         .await
         .context("widgets migrations")?;
     Ok(())
+}
+
+/// The hosts of a URL that lists several (`h1:5432,h2:5432` in its authority), parsed by
+/// [`WriterHosts`]; `None` for a URL of one host, which sqlx parses as it is.
+pub fn several_hosts(url: &str) -> anyhow::Result<Option<WriterHosts>> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if !hosts.contains(',') {
+        return Ok(None);
+    }
+    Ok(Some(WriterHosts::parse(url)?))
+}
+
+/// A pool on `url` set up for `pooler` ([`Pooler::connect_options`]). A URL listing several
+/// hosts gets a pool on the writable one that follows the writer after a failover
+/// ([`WriterHosts::connect`], one probe connection of its own).
+pub async fn connect_pool(
+    url: &str,
+    pooler: Pooler,
+    options: PgPoolOptions,
+) -> anyhow::Result<sqlx::PgPool> {
+    match several_hosts(url)? {
+        Some(hosts) => Ok(hosts
+            .map_options(|o| pooler.connect_options(o))
+            .connect(options)
+            .await?),
+        None => {
+            let parsed: PgConnectOptions = url.parse().context("parsing the database URL")?;
+            Ok(options.connect_with(pooler.connect_options(parsed)).await?)
+        }
+    }
+}
+
+/// Runs the migrations on `WIDGETS_MIGRATION_URL` when set (its writer, when it lists several
+/// hosts), else on `pool`.
+async fn run_migrations(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    let Some(url) = &config.migration_url else {
+        return migrate(pool).await;
+    };
+    let options = match several_hosts(url)? {
+        Some(hosts) => hosts.find_writer().await?,
+        None => url.parse().context("parsing WIDGETS_MIGRATION_URL")?,
+    };
+    let mut conn = sqlx::PgConnection::connect_with(&options)
+        .await
+        .context("connecting to WIDGETS_MIGRATION_URL")?;
+    let migrated = migrate_on(&mut conn).await;
+    let _ = conn.close().await;
+    migrated
 }
 
 /// The widgets service's server: the state of its router.
@@ -68,23 +129,53 @@ pub async fn app_and_server(
     config: &Config,
     pool: sqlx::PgPool,
 ) -> anyhow::Result<(axum::Router, WidgetsServer)> {
-    migrate(&pool).await?;
+    run_migrations(config, &pool).await?;
     // Claims get their own small pool, so duplicates get their 409 promptly even while every
     // business connection is busy; their commits skip the WAL flush (protocol.md, "Durability of
-    // claims": the business commit's flush makes them durable).
-    let claim_pool = PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(5))
-        .after_connect(|conn, _| {
+    // claims": the business commit's flush makes them durable). That `SET` is session state:
+    // directly and through a session pooler (whose `server_reset_query` resets it when the
+    // client leaves) it stays with the claim pool's own sessions; through a transaction pooler
+    // it would reach server connections that other clients' transactions then use, so there it
+    // is left out and claims commit synchronously (docs/scaling.md, "PgBouncer").
+    let claim_options = PgPoolOptions::new()
+        .max_connections(CLAIM_POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(5));
+    let claim_options = if config.pooler == Pooler::Transaction {
+        claim_options
+    } else {
+        claim_options.after_connect(|conn, _| {
             Box::pin(async move {
                 sqlx::Executor::execute(&mut *conn, "SET synchronous_commit = off").await?;
                 Ok(())
             })
         })
-        .connect_with(pool.connect_options().as_ref().clone())
+    };
+    // The claim pool follows the writer as the business pool does when DATABASE_URL lists
+    // several hosts; otherwise it connects where `pool` does.
+    let multi_host = config
+        .database_url
+        .as_deref()
+        .filter(|url| several_hosts(url).is_ok_and(|h| h.is_some()));
+    let claim_pool = match multi_host {
+        Some(url) => connect_pool(url, config.pooler, claim_options).await,
+        None => claim_options
+            .connect_with(
+                config
+                    .pooler
+                    .connect_options(pool.connect_options().as_ref().clone()),
+            )
+            .await
+            .map_err(Into::into),
+    }
+    .context("connecting the claim pool")?;
+    let store = PgStore::new(pool.clone())
+        .with_claim_pool(claim_pool)
+        .with_pooler(config.pooler);
+    // A pooler other than WIDGETS_POOLER says is refused here, not under load.
+    store
+        .check()
         .await
-        .context("connecting the claim pool")?;
-    let store = PgStore::new(pool.clone()).with_claim_pool(claim_pool);
+        .context("the database does not match WIDGETS_POOLER")?;
     let executor = Executor::new(
         store,
         ExecutorConfig {
@@ -95,13 +186,13 @@ pub async fn app_and_server(
         },
     );
     if config.retention.is_some() {
-        let store = Arc::new(PgStore::new(pool.clone()));
+        let store = Arc::new(PgStore::new(pool.clone()).with_pooler(config.pooler));
         tokio::spawn(idemgen_runtime::retention::run_cleanup(
             store,
             CLEANUP_EVERY,
         ));
     }
-    let service = service::Widgets::new(pool);
+    let service = service::Widgets::new(pool).with_pooler(config.pooler);
     let auth = auth::TokenAuth::new(config.tokens.clone());
     let server = Server::new(Arc::new(service), auth, executor).with_config(ServerConfig {
         body_limit: config.body_limit,
@@ -137,12 +228,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             (url, Some(cluster))
         }
     };
-    let pool = PgPoolOptions::new()
-        .max_connections(config.pool_size)
-        .acquire_timeout(Duration::from_secs(5))
-        .connect(&url)
-        .await
-        .context("connecting to DATABASE_URL")?;
+    let pool = connect_pool(
+        &url,
+        config.pooler,
+        PgPoolOptions::new()
+            .max_connections(config.pool_size)
+            .acquire_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .context("connecting to DATABASE_URL")?;
     let metrics = if config.metrics {
         Some(install_metrics()?)
     } else {
@@ -225,4 +319,37 @@ async fn throwaway_database() -> anyhow::Result<(Cluster, String)> {
     );
     println!("DATABASE_URL={}", db.url);
     Ok((cluster, db.url))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::several_hosts;
+
+    #[test]
+    fn only_a_url_listing_several_hosts_goes_through_writer_hosts() {
+        for one in [
+            "postgres://app:secret@db:5432/widgets",
+            // A comma in the password is no host list.
+            "postgres://app:a,b@db:5432/widgets",
+            "postgres:///widgets?host=/var/run/postgresql",
+            "postgres://db/widgets?application_name=a,b",
+        ] {
+            assert!(several_hosts(one).unwrap().is_none(), "{one}");
+        }
+        let hosts = several_hosts(
+            "postgres://app@h1:5433,h2/widgets?target_session_attrs=read-write&sslmode=disable",
+        )
+        .unwrap()
+        .expect("two hosts");
+        let got: Vec<_> = hosts
+            .hosts()
+            .iter()
+            .map(|h| (h.get_host().to_string(), h.get_port()))
+            .collect();
+        assert_eq!(got, [("h1".to_string(), 5433), ("h2".to_string(), 5432)]);
+        let err = several_hosts("postgres://h1,h2/widgets?target_session_attrs=standby")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("target_session_attrs"), "{err}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The hand-written half of the service: the implementation of the generated [`WidgetsApi`].
-//! Writes go through the transaction the runtime hands them; reads use the pool.
+//! Writes go through the transaction the runtime hands them; reads use the pool (each in a
+//! transaction of its own behind a transaction pooler).
 
-use idemgen_runtime::{HandlerResult, PgStore, Principal, Problem, ProblemKind, TxHandle};
+use idemgen_runtime::{HandlerResult, PgStore, Pooler, Principal, Problem, ProblemKind, TxHandle};
 use sqlx::PgPool;
 
 use crate::api::types::{self, Widget, WidgetColor, WidgetList};
@@ -15,12 +16,28 @@ pub const ALREADY_PUBLISHED: &str = "https://widgets.example/problems/already-pu
 #[derive(Debug, Clone)]
 pub struct Widgets {
     pool: PgPool,
+    pooler: Pooler,
 }
 
+/// A read's transaction behind a transaction pooler: one server connection for all of its
+/// messages, and no statement name left there by another client (as the runtime's own `BEGIN`).
+const READ_BEGIN: &str = "BEGIN; DEALLOCATE ALL";
+
 impl Widgets {
-    /// A service on `pool`.
+    /// A service on `pool`, connected to PostgreSQL directly.
     pub fn new(pool: PgPool) -> Widgets {
-        Widgets { pool }
+        Widgets {
+            pool,
+            pooler: Pooler::Direct,
+        }
+    }
+
+    /// The service behind `pooler` (the store's [`Pooler`]): behind a transaction pooler each
+    /// read runs in a transaction of its own, because sqlx sends a statement with parameters as
+    /// two round trips that such a pooler may hand to two server connections.
+    pub fn with_pooler(mut self, pooler: Pooler) -> Widgets {
+        self.pooler = pooler;
+        self
     }
 
     /// Read-only credentials may read but never write, replays included.
@@ -98,8 +115,15 @@ impl WidgetsApi for Widgets {
         request: ListWidgetsRequest,
     ) -> HandlerResult<ListWidgets> {
         // The router already applied the spec's default (50) and enforced its bounds (1–100).
-        let mut conn = self.pool.acquire().await?;
-        let rows = repo::list(&mut conn, &principal.owner, i64::from(request.limit)).await?;
+        let (owner, limit) = (&principal.owner, i64::from(request.limit));
+        let rows = if self.pooler == Pooler::Transaction {
+            let mut tx = self.pool.begin_with(READ_BEGIN).await?;
+            let rows = repo::list(&mut tx, owner, limit).await?;
+            tx.commit().await?;
+            rows
+        } else {
+            repo::list(&mut *self.pool.acquire().await?, owner, limit).await?
+        };
         let items = rows.into_iter().map(to_widget).collect::<Result<_, _>>()?;
         Ok(ListWidgetsResponse::Status200(WidgetList { items }))
     }
@@ -109,8 +133,20 @@ impl WidgetsApi for Widgets {
         principal: &Principal,
         request: GetWidgetRequest,
     ) -> HandlerResult<GetWidget> {
-        let mut conn = self.pool.acquire().await?;
-        match repo::get(&mut conn, &principal.owner, request.id).await? {
+        let row = if self.pooler == Pooler::Transaction {
+            let mut tx = self.pool.begin_with(READ_BEGIN).await?;
+            let row = repo::get(&mut tx, &principal.owner, request.id).await?;
+            tx.commit().await?;
+            row
+        } else {
+            repo::get(
+                &mut *self.pool.acquire().await?,
+                &principal.owner,
+                request.id,
+            )
+            .await?
+        };
+        match row {
             Some(row) => Ok(GetWidgetResponse::Status200(to_widget(row)?)),
             None => Err(not_found().into()),
         }

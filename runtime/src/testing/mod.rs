@@ -32,9 +32,11 @@
 //! To drive the whole request pipeline (authentication, keys, replays), serve the generated
 //! `router` in process with `tower::ServiceExt::oneshot`, as the widgets example's tests do.
 
+mod autofailover;
 mod cluster;
 mod pgbouncer;
 
+pub use autofailover::{AutoFailover, Kill, MONITOR_SETTINGS, NodeState};
 pub use cluster::{Cluster, ClusterOptions, DerivedDir, HarnessError, TestDb, shared_cluster};
 pub use pgbouncer::{PgBouncer, PoolMode};
 

@@ -37,3 +37,7 @@ mod cancel;
 /// Observing and composing: request spans under tower-http's `TraceLayer` in the caller's W3C
 /// trace, CORS and gzip around the generated router, the phase histograms.
 mod observe;
+
+/// Beyond one server: four processes through two automatic failovers by pg_auto_failover (one
+/// multi-host URL), and the claim pool through PgBouncer in transaction mode.
+mod failover;

@@ -33,13 +33,18 @@ impl Server {
 
     /// [`Server::start`], launched as `launch` says.
     pub async fn start_with(db: &TestDb, extra: &[(&str, &str)], launch: Launch) -> Server {
+        Self::start_on_url(&db.url, extra, launch).await
+    }
+
+    /// Starts the binary with `DATABASE_URL=url` (e.g. a URL listing several hosts).
+    pub async fn start_on_url(url: &str, extra: &[(&str, &str)], launch: Launch) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let mut env: Vec<(String, String)> = vec![
-            ("DATABASE_URL".into(), db.url.clone()),
+            ("DATABASE_URL".into(), url.to_string()),
             (
                 "WIDGETS_TOKENS".into(),
                 "tok1=alice,tok2=bob,tok3=carol:readonly".into(),
