@@ -100,11 +100,15 @@ pub enum RuleId {
     /// A discriminator's `mapping` names a schema that is not an alternative, or an alternative
     /// lacks the discriminator property.
     DiscriminatorInvalid,
+    /// A `paths` key the generated router cannot register (axum would panic at start-up).
+    PathUnroutable,
+    /// A parameter serialised in a way the generated code does not read or send.
+    ParameterUnsupported,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 33] = [
+    pub const ALL: [RuleId; 35] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -130,6 +134,8 @@ impl RuleId {
         RuleId::UnresolvedRef,
         RuleId::RefSiblingsIgnored,
         RuleId::MediaTypeUntyped,
+        RuleId::ParameterUnsupported,
+        RuleId::PathUnroutable,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
         RuleId::SecurityInvalid,
@@ -176,6 +182,8 @@ impl RuleId {
             RuleId::KeyFingerprinted => "idempotency-key-fingerprinted",
             RuleId::DefaultInvalid => "default-invalid",
             RuleId::DiscriminatorInvalid => "discriminator-invalid",
+            RuleId::PathUnroutable => "path-unroutable",
+            RuleId::ParameterUnsupported => "parameter-unsupported",
         }
     }
 
@@ -192,6 +200,7 @@ impl RuleId {
             | RuleId::UnavailableResponseMissing
             | RuleId::NoOperations
             | RuleId::MediaTypeUntyped
+            | RuleId::ParameterUnsupported
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent
@@ -290,6 +299,12 @@ impl RuleId {
             RuleId::DefaultInvalid => {
                 "Every schema `default` is a value of its schema (type, enum, const, bounds): the generated code applies it to absent values."
             }
+            RuleId::PathUnroutable => {
+                "Every `paths` key is a path template the generated router can register: it starts with `/`, has no `?` or `#`, its parameters are whole segments (or a segment's end), and it is not an earlier template with its parameters renamed."
+            }
+            RuleId::ParameterUnsupported => {
+                "Every parameter is serialised as the generated code reads and sends it: no cookies, arrays in the query one pair per item (`form`, exploded), no objects in the query, path segments as written (`simple`)."
+            }
             RuleId::DiscriminatorInvalid => {
                 "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
             }
@@ -341,6 +356,8 @@ impl RuleId {
             ),
             RuleId::DefaultInvalid => "make the default a value the schema accepts, or remove it:\n\nlimit:\n  type: integer\n  minimum: 1\n  default: 20".to_string(),
             RuleId::DiscriminatorInvalid => "map each tag to one of the alternatives, each of which has the property:\n\noneOf:\n  - $ref: \"#/components/schemas/Card\"\ndiscriminator:\n  propertyName: type\n  mapping:\n    card: \"#/components/schemas/Card\"".to_string(),
+            RuleId::PathUnroutable => "write the path template alone, one parameter per segment, and tell operations apart by their method, not by a suffix of the key:\n\npaths:\n  /accounts/{sid}:\n    get:\n      operationId: getAccount".to_string(),
+            RuleId::ParameterUnsupported => "send arrays as repeated query parameters and objects in the body, or accept that the generated code reads the value as one string:\n\n- name: ids\n  in: query\n  style: form\n  explode: true\n  schema:\n    type: array\n    items:\n      type: string".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

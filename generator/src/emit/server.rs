@@ -405,7 +405,7 @@ pub fn router(api: &Api) -> TokenStream {
     let trait_name = trait_ident(api);
     let mut routes: BTreeMap<&str, Vec<TokenStream>> = BTreeMap::new();
     let mut order: Vec<&str> = Vec::new();
-    for op in &api.operations {
+    for op in api.operations.iter().filter(|op| op.routed) {
         let method = format_ident!("{}", op.http_method);
         let name = operation_ident(op);
         let serve = if op.is_idempotent() {

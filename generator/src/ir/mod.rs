@@ -54,6 +54,9 @@ pub struct OperationIr {
     pub http_method: String,
     /// The path template (`/widgets/{id}`).
     pub path: String,
+    /// Whether the generated router registers the path (`spec::paths`; `path-unroutable`
+    /// reports the others, which `router` leaves out rather than panic at start-up).
+    pub routed: bool,
     /// `summary`/`description`.
     pub doc: Option<String>,
     /// Whether the method is safe (GET, HEAD, OPTIONS, TRACE): its authorization step may be
@@ -474,15 +477,21 @@ impl Api {
         ]);
         let mut methods = Namespace::with_reserved(&["router"]);
         let mut operations = Vec::new();
+        let unroutable: Vec<&str> = spec::paths::unroutable(spec)
+            .iter()
+            .map(|u| u.key.text.as_str())
+            .collect();
         for op in spec::operations(spec) {
-            operations.push(operation_ir(
+            let mut ir = operation_ir(
                 spec,
                 &op,
                 key_header,
                 &mut space,
                 &mut op_names,
                 &mut methods,
-            ));
+            );
+            ir.routed = !unroutable.contains(&op.path);
+            operations.push(ir);
         }
         // `x-idempotency-tombstones` names an operation by id; link it by its generated name.
         let names: Vec<(String, String, bool)> = operations
@@ -824,6 +833,7 @@ fn operation_ir<'s>(
         authorize_method,
         http_method: op.method.to_string(),
         path: op.path.to_string(),
+        routed: true,
         doc,
         safe: op.is_safe(),
         idempotency,

@@ -10,6 +10,8 @@ pub(crate) mod extensions;
 mod header;
 mod media;
 mod operation_id;
+mod parameters;
+mod paths;
 pub(crate) mod patterns;
 mod refs;
 mod responses;
@@ -136,9 +138,11 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     extensions::check_misplaced(spec, &mut sink);
     operation_id::check_unique(&ops, &mut sink);
     patterns::check(spec, &mut sink);
+    paths::check(spec, &ops, &mut sink);
     for op in &ops {
         refs::check_operation(op, &mut sink);
         media::check_operation(spec, op, &mut sink);
+        parameters::check_operation(spec, op, &mut sink);
         extensions::check_operation(op, &mut sink);
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);

@@ -5,6 +5,7 @@
 
 pub mod extensions;
 pub mod multipart;
+pub mod paths;
 pub mod security;
 
 use crate::loader::{Key, LoadedSpec, Node, NodeRef};

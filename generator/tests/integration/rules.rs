@@ -140,6 +140,29 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "media-type-untyped@57:17",
         ],
     );
+    // A suffix after a parameter, a renamed parameter, a fragment, a query, a custom method.
+    case(
+        "rules/path-unroutable.yaml",
+        &[
+            "path-unroutable@10:3",
+            "path-unroutable@16:3",
+            "path-unroutable@22:3",
+            "path-unroutable@28:3",
+            "path-unroutable@34:3",
+        ],
+    );
+    // Scalars with `explode: false`, exploded arrays, `content` and headers are read as written.
+    case(
+        "rules/parameter-unsupported.yaml",
+        &[
+            "parameter-unsupported@6:53",
+            "parameter-unsupported@10:31",
+            "parameter-unsupported@11:46",
+            "parameter-unsupported@12:42",
+            "parameter-unsupported@13:44",
+            "parameter-unsupported@14:44",
+        ],
+    );
     case(
         "rules/stream-not-replayable.yaml",
         &["stream-not-replayable@10:7", "media-type-untyped@14:13"],

@@ -24,7 +24,15 @@ use serde_json::Value;
 use crate::common::rule_fixture;
 
 /// Rules whose snippet is not a patch to paste, with why.
-const NOT_PASTE: [(RuleId, &str); 9] = [
+const NOT_PASTE: [(RuleId, &str); 11] = [
+    (
+        RuleId::PathUnroutable,
+        "the fix is a new path key, and what its suffix meant moved into a method or a parameter: the API's author's",
+    ),
+    (
+        RuleId::ParameterUnsupported,
+        "a warning about a choice (change how the API serialises the parameter, or accept one string): either fix is the author's",
+    ),
     (
         RuleId::TombstoneTargetInvalid,
         "the fix is naming the operation that created the resource, which only the author knows (the fixture has none)",
