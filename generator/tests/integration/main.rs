@@ -28,6 +28,8 @@ mod probe;
 mod probe_stateful;
 /// Property-based tests: mutated and random documents never panic the loader.
 mod proptests;
+/// `path-unroutable` refuses exactly the paths axum's router cannot register.
+mod routes;
 /// Data-driven rule cases: one line per fixture and expected findings.
 mod rules;
 /// SARIF output validated against the SARIF 2.1.0 JSON schema.
