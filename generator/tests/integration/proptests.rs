@@ -119,7 +119,7 @@ fn edit_lines(text: &str, edits: &[LineEdit]) -> String {
     lines.join("\n")
 }
 
-const KEYS: [&str; 28] = [
+const KEYS: [&str; 32] = [
     "openapi",
     "paths",
     "/w",
@@ -148,8 +148,12 @@ const KEYS: [&str; 28] = [
     "operationId",
     "header",
     "swagger",
+    "style",
+    "explode",
+    "/a/{b}.json",
+    "/a/{c}",
 ];
-const STRINGS: [&str; 14] = [
+const STRINGS: [&str; 18] = [
     "3.1.0",
     "3.0.3",
     "2.0",
@@ -164,6 +168,10 @@ const STRINGS: [&str; 14] = [
     "missing.yaml",
     "#/x/~2",
     "",
+    "cookie",
+    "query",
+    "deepObject",
+    "object",
 ];
 
 fn json_tree() -> impl Strategy<Value = serde_json::Value> {
