@@ -46,7 +46,7 @@ fn spec_with(paths: &[String]) -> String {
 /// The keys `spec::paths` reports, for `paths` in document order.
 fn reported(paths: &[String]) -> Vec<String> {
     let mut fs = MemoryFs::new();
-    fs.insert("spec.json", &spec_with(paths));
+    fs.insert("spec.json", spec_with(paths));
     let spec = load_with(&fs, Path::new("spec.json")).expect("loads");
     idemgen::spec::paths::unroutable(&spec)
         .into_iter()
@@ -136,7 +136,7 @@ fn a_generated_router_leaves_out_what_the_check_reports() {
     .map(String::from)
     .to_vec();
     let mut fs = MemoryFs::new();
-    fs.insert("spec.json", &spec_with(&paths));
+    fs.insert("spec.json", spec_with(&paths));
     let spec = load_with(&fs, Path::new("spec.json")).expect("loads");
     let api = idemgen::ir::Api::from_spec(&spec, "Idempotency-Key");
     let routed: Vec<(&str, bool)> = api
