@@ -104,11 +104,13 @@ pub enum RuleId {
     PathUnroutable,
     /// A parameter serialised in a way the generated code does not read or send.
     ParameterUnsupported,
+    /// `callbacks` or `webhooks`: requests the API sends, for which nothing is generated.
+    CallbacksNotGenerated,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 35] = [
+    pub const ALL: [RuleId; 36] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -136,6 +138,7 @@ impl RuleId {
         RuleId::MediaTypeUntyped,
         RuleId::ParameterUnsupported,
         RuleId::PathUnroutable,
+        RuleId::CallbacksNotGenerated,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
         RuleId::SecurityInvalid,
@@ -184,6 +187,7 @@ impl RuleId {
             RuleId::DiscriminatorInvalid => "discriminator-invalid",
             RuleId::PathUnroutable => "path-unroutable",
             RuleId::ParameterUnsupported => "parameter-unsupported",
+            RuleId::CallbacksNotGenerated => "callbacks-not-generated",
         }
     }
 
@@ -201,6 +205,7 @@ impl RuleId {
             | RuleId::NoOperations
             | RuleId::MediaTypeUntyped
             | RuleId::ParameterUnsupported
+            | RuleId::CallbacksNotGenerated
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent
@@ -305,6 +310,9 @@ impl RuleId {
             RuleId::ParameterUnsupported => {
                 "Every parameter is serialised as the generated code reads and sends it: no cookies, arrays in the query one pair per item (`form`, exploded), no objects in the query, path segments as written (`simple`)."
             }
+            RuleId::CallbacksNotGenerated => {
+                "The spec has no `callbacks` or `webhooks`, requests the API sends, for which idemgen generates nothing."
+            }
             RuleId::DiscriminatorInvalid => {
                 "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
             }
@@ -358,6 +366,7 @@ impl RuleId {
             RuleId::DiscriminatorInvalid => "map each tag to one of the alternatives, each of which has the property:\n\noneOf:\n  - $ref: \"#/components/schemas/Card\"\ndiscriminator:\n  propertyName: type\n  mapping:\n    card: \"#/components/schemas/Card\"".to_string(),
             RuleId::PathUnroutable => "write the path template alone, one parameter per segment, and tell operations apart by their method, not by a suffix of the key:\n\npaths:\n  /accounts/{sid}:\n    get:\n      operationId: getAccount".to_string(),
             RuleId::ParameterUnsupported => "send arrays as repeated query parameters and objects in the body, or accept that the generated code reads the value as one string:\n\n- name: ids\n  in: query\n  style: form\n  explode: true\n  schema:\n    type: array\n    items:\n      type: string".to_string(),
+            RuleId::CallbacksNotGenerated => "send them from your handlers with a client of their own, and describe them apart (an OpenAPI document of the receiver's), or turn the rule off in idemgen.toml:\n\n[rules]\ncallbacks-not-generated = \"off\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
         }
     }

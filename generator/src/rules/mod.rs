@@ -10,6 +10,7 @@ pub(crate) mod extensions;
 mod header;
 mod media;
 mod operation_id;
+mod outgoing;
 mod parameters;
 mod paths;
 pub(crate) mod patterns;
@@ -139,10 +140,12 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
     operation_id::check_unique(&ops, &mut sink);
     patterns::check(spec, &mut sink);
     paths::check(spec, &ops, &mut sink);
+    outgoing::check_webhooks(spec, &mut sink);
     for op in &ops {
         refs::check_operation(op, &mut sink);
         media::check_operation(spec, op, &mut sink);
         parameters::check_operation(spec, op, &mut sink);
+        outgoing::check_operation(op, &mut sink);
         extensions::check_operation(op, &mut sink);
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);

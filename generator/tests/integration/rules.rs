@@ -163,6 +163,14 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "parameter-unsupported@14:44",
         ],
     );
+    // An empty `callbacks: {}` says nothing and is not reported.
+    case(
+        "rules/callbacks-not-generated.yaml",
+        &[
+            "callbacks-not-generated@7:7",
+            "callbacks-not-generated@23:1",
+        ],
+    );
     case(
         "rules/stream-not-replayable.yaml",
         &["stream-not-replayable@10:7", "media-type-untyped@14:13"],

@@ -24,7 +24,11 @@ use serde_json::Value;
 use crate::common::rule_fixture;
 
 /// Rules whose snippet is not a patch to paste, with why.
-const NOT_PASTE: [(RuleId, &str); 11] = [
+const NOT_PASTE: [(RuleId, &str); 12] = [
+    (
+        RuleId::CallbacksNotGenerated,
+        "a warning that nothing is generated: the fix is code of the author's, or the rule turned off in idemgen.toml",
+    ),
     (
         RuleId::PathUnroutable,
         "the fix is a new path key, and what its suffix meant moved into a method or a parameter: the API's author's",
