@@ -1,6 +1,8 @@
 //! The PostgreSQL store (sqlx). Every read and reconciliation goes to the pool it is given, which
 //! must point at the writer: a replica's absence of a record never authorises an execution.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +23,44 @@ pub struct PgStore {
     pool: PgPool,
     claim_pool: PgPool,
     pooler: Pooler,
+    synchronous_claims: bool,
+    /// Record keys this store saw with a record (shared by its clones): the in-transaction
+    /// strategy looks for their record before taking the gate.
+    seen: Arc<SeenKeys>,
+}
+
+/// The record keys a store has seen with a record: completed by it, or found by its gate or its
+/// look. Only a hint for the order of the in-transaction strategy's statements, never an
+/// answer: a key in the set is looked up first (one round trip if it still has its record, the
+/// gate after if not), any other key takes the gate first (one round trip if it has no record,
+/// two if it has). At most [`SeenKeys::CAPACITY`] keys; when full it starts again empty.
+#[derive(Debug, Default)]
+struct SeenKeys(Mutex<HashSet<[u8; 32]>>);
+
+impl SeenKeys {
+    const CAPACITY: usize = 65_536;
+
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<[u8; 32]>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn contains(&self, hash: &[u8; 32]) -> bool {
+        self.set().contains(hash)
+    }
+
+    fn insert(&self, hash: [u8; 32]) {
+        let mut set = self.set();
+        if set.len() >= Self::CAPACITY {
+            set.clear();
+        }
+        set.insert(hash);
+    }
+
+    fn remove(&self, hash: &[u8; 32]) {
+        self.set().remove(hash);
+    }
 }
 
 /// A connection for the store's statements outside the business transaction. Behind a
@@ -161,6 +201,8 @@ impl PgStore {
             claim_pool: pool.clone(),
             pool,
             pooler: Pooler::Direct,
+            synchronous_claims: false,
+            seen: Arc::default(),
         }
     }
 
@@ -187,8 +229,17 @@ impl PgStore {
         pooler::check_pool(&self.claim_pool, "claim", self.pooler).await
     }
 
-    /// Uses a separate pool for claim and release statements (for example one whose connections
-    /// run with `synchronous_commit = off`; see protocol.md, "Durability of claims").
+    /// Whether claims, takeovers and releases wait for their own WAL flush (default `false`: they
+    /// commit with `synchronous_commit = off`, set for their own transaction only; the business
+    /// commit's flush makes a claim durable before any write of its attempt is acknowledged, see
+    /// protocol.md, "Durability of claims"). `true` commits them as the session's setting says.
+    pub fn with_synchronous_claims(mut self, synchronous: bool) -> PgStore {
+        self.synchronous_claims = synchronous;
+        self
+    }
+
+    /// Uses a separate pool for claim and release statements, so that duplicates get their 409
+    /// promptly while every business connection is busy (protocol.md, "States and transitions").
     pub fn with_claim_pool(mut self, claim_pool: PgPool) -> PgStore {
         self.claim_pool = claim_pool;
         self
@@ -278,6 +329,22 @@ macro_rules! stale {
     };
 }
 
+/// Unless the placeholder (a boolean: synchronous claims asked for) is true, makes the statement's
+/// own transaction commit without waiting for its WAL flush: `set_config(.., true)` is local to
+/// the transaction, so it ends with the claim's autocommit (or, behind a transaction pooler, its
+/// wrapping transaction) and never reaches the business transaction or another client's
+/// server connection. Why it is safe: protocol.md, "Durability of claims". The value is `'off'`
+/// or NULL, never false, so it can stand in a `WHERE` as `IS NOT FALSE`.
+macro_rules! async_commit {
+    ($sync:literal) => {
+        concat!(
+            "(CASE WHEN ",
+            $sync,
+            "::bool THEN NULL ELSE set_config('synchronous_commit', 'off', true) = 'off' END)"
+        )
+    };
+}
+
 /// Every statement finds a record by its key, `scope_hash` (protocol.md, "Record key"), bound
 /// as `$1`: one 32-byte primary key instead of four text columns.
 const SELECT_RECORD: &str = concat!(
@@ -287,6 +354,19 @@ const SELECT_RECORD: &str = concat!(
         response_status, response_headers, response_body
    FROM idempotency_records
   WHERE scope_hash = $1"
+);
+
+/// The in-transaction strategy's look before the gate: the key's record, if any, and whether the
+/// server is in recovery (the gate refuses a standby; so does this, so a lagging record is never
+/// replayed), in one autocommit round trip that takes no lock and begins nothing.
+const LOOK_BEFORE_GATE: &str = concat!(
+    "SELECT pg_is_in_recovery() AS in_recovery, e.*
+       FROM (SELECT 1) AS one
+       LEFT JOIN (SELECT state, fingerprint, fingerprint_version, claim_token, ",
+    stale!("$2"),
+    " AS stale, response_status, response_headers, response_body
+                    FROM idempotency_records
+                   WHERE scope_hash = $1) e ON true"
 );
 
 /// One round trip for both outcomes: read the record that holds the key, and insert the claim
@@ -313,7 +393,9 @@ const CLAIM: &str = concat!(
          WHERE NOT EXISTS (SELECT 1 FROM existing)
         ON CONFLICT DO NOTHING
         RETURNING 1)
-     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, e.*
+     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, ",
+    async_commit!("$12"),
+    " AS async_commit, e.*
        FROM (SELECT 1) AS one
        LEFT JOIN existing e ON true"
 );
@@ -326,7 +408,10 @@ const TAKE_OVER: &str = concat!(
       WHERE scope_hash = $1 AND state = 'claimed' AND fingerprint = $2
         AND fingerprint_version = $3 AND claim_token = $5
         AND ",
-    stale!("$6")
+    stale!("$6"),
+    " AND ",
+    async_commit!("$8"),
+    " IS NOT FALSE"
 );
 
 /// Registers or renews a holder's lease, by the database clock; in the same statement, drops
@@ -359,8 +444,12 @@ const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
              clock_timestamp(), clock_timestamp() + make_interval(secs => $13))
      ON CONFLICT DO NOTHING";
 
-const RELEASE: &str = "DELETE FROM idempotency_records
-      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+const RELEASE: &str = concat!(
+    "DELETE FROM idempotency_records
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2 AND ",
+    async_commit!("$3"),
+    " IS NOT FALSE"
+);
 
 /// The business transaction's `BEGIN` behind a transaction pooler: the server connection it
 /// lands on may hold statements other clients prepared (with the cache off sqlx still names the
@@ -451,6 +540,7 @@ async fn read_on(
 async fn claim_on(
     conn: &mut PgConnection,
     persistent: bool,
+    synchronous: bool,
     request: &ClaimRequest<'_>,
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
@@ -468,6 +558,7 @@ async fn claim_on(
             .bind(request.token.0)
             .bind(request.retention.map(secs))
             .bind(request.holder.map(|h| h.0))
+            .bind(synchronous)
             .persistent(persistent)
             .fetch_one(&mut *conn)
             .await
@@ -498,6 +589,7 @@ async fn claim_on(
                 .bind(old)
                 .bind(secs(request.stale_after))
                 .bind(request.holder.map(|h| h.0))
+                .bind(synchronous)
                 .persistent(persistent)
                 .execute(&mut *conn)
                 .await
@@ -518,7 +610,13 @@ impl Store for PgStore {
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
         let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
-        let outcome = claim_on(work.conn(), self.pooler.persistent(), request).await?;
+        let outcome = claim_on(
+            work.conn(),
+            self.pooler.persistent(),
+            self.synchronous_claims,
+            request,
+        )
+        .await?;
         work.finish().await?;
         Ok(outcome)
     }
@@ -532,7 +630,37 @@ impl Store for PgStore {
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        // A key this store saw with a record is looked up before the gate (ARCHITECTURE.md,
+        // "In-transaction replays"): a replay, a mismatch or a tombstone is answered from this
+        // one autocommit read, with no transaction, no lock and no error; if the record is gone,
+        // the gate follows on the same connection. Any other key takes the gate first, which is
+        // one round trip for a fresh key. Behind a transaction pooler the read would need a
+        // transaction of its own (two more round trips), so there the gate alone looks.
+        if !self.pooler.wraps() && self.seen.contains(&hash) {
+            let row = sqlx::query(LOOK_BEFORE_GATE)
+                .bind(&hash[..])
+                .bind(secs(request.stale_after))
+                .persistent(self.pooler.persistent())
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(classify)?;
+            let in_recovery: bool = row
+                .try_get("in_recovery")
+                .map_err(|e| StoreError::Other(format!("decoding a record: {e}")))?;
+            if in_recovery {
+                return Err(StoreError::Unavailable(
+                    "the store's server is in recovery (a standby), not the writer".into(),
+                ));
+            }
+            let state: Option<String> = row
+                .try_get("state")
+                .map_err(|e| StoreError::Other(format!("decoding a record: {e}")))?;
+            if state.is_some() {
+                return Ok(Gate::Existing(Some(record_from_row(&row)?)));
+            }
+            self.seen.remove(&hash);
+        }
         let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
         // between, `tx` closes the connection (it may hold the key's advisory lock).
@@ -562,6 +690,8 @@ impl Store for PgStore {
                     .fetch_optional(&mut *tx.conn)
                     .await
                     .map_err(classify)?;
+                // Its next attempts look before the gate: one round trip instead of two.
+                self.seen.insert(hash);
                 Ok(Gate::Existing(
                     row.as_ref().map(record_from_row).transpose()?,
                 ))
@@ -605,6 +735,8 @@ impl Store for PgStore {
             .execute(tx.conn())
             .await
             .map_err(classify)?;
+        // A retry of this key looks before the gate (a hint: the transaction may still roll back).
+        self.seen.insert(hash);
         Ok(done.rows_affected() == 1)
     }
 
@@ -648,6 +780,7 @@ impl Store for PgStore {
         sqlx::query(RELEASE)
             .bind(&hash[..])
             .bind(token.0)
+            .bind(self.synchronous_claims)
             .persistent(self.pooler.persistent())
             .execute(work.conn())
             .await
