@@ -24,16 +24,17 @@ pub struct PgStore {
     claim_pool: PgPool,
     pooler: Pooler,
     synchronous_claims: bool,
-    /// Record keys this store saw with a record (shared by its clones): the in-transaction
-    /// strategy looks for their record before taking the gate.
+    /// Record keys this store saw with a record (shared by its clones): their record is looked
+    /// up before a claim or the gate.
     seen: Arc<SeenKeys>,
 }
 
-/// The record keys a store has seen with a record: completed by it, or found by its gate or its
-/// look. Only a hint for the order of the in-transaction strategy's statements, never an
-/// answer: a key in the set is looked up first (one round trip if it still has its record, the
-/// gate after if not), any other key takes the gate first (one round trip if it has no record,
-/// two if it has). At most [`SeenKeys::CAPACITY`] keys; when full it starts again empty.
+/// The record keys a store has seen with a record: completed by it, or found by a claim, its gate
+/// or a look. Only a hint for the order of statements, never an answer: a key in the set is
+/// looked up first ([`LOOK`]: a plain read; one round trip if it has a completed record or a
+/// tombstone, the claim or the gate after it if not), any other key takes the claim or the gate
+/// first (one round trip if it has no record; for the gate, two if it has). At most
+/// [`SeenKeys::CAPACITY`] keys; when full it starts again empty.
 #[derive(Debug, Default)]
 struct SeenKeys(Mutex<HashSet<[u8; 32]>>);
 
@@ -356,10 +357,11 @@ const SELECT_RECORD: &str = concat!(
   WHERE scope_hash = $1"
 );
 
-/// The in-transaction strategy's look before the gate: the key's record, if any, and whether the
-/// server is in recovery (the gate refuses a standby; so does this, so a lagging record is never
-/// replayed), in one autocommit round trip that takes no lock and begins nothing.
-const LOOK_BEFORE_GATE: &str = concat!(
+/// The look before a claim or the gate, for keys the store has seen with a record: the key's
+/// record, if any, and whether the server is in recovery (claims and the gate refuse a standby;
+/// so does this, so a lagging record is never replayed), in one round trip that writes nothing,
+/// takes no lock and, outside a transaction pooler, begins nothing.
+const LOOK: &str = concat!(
     "SELECT pg_is_in_recovery() AS in_recovery, e.*
        FROM (SELECT 1) AS one
        LEFT JOIN (SELECT state, fingerprint, fingerprint_version, claim_token, ",
@@ -536,6 +538,31 @@ async fn read_on(
     row.as_ref().map(record_from_row).transpose()
 }
 
+/// [`LOOK`] on `conn`: the key's record, if any; `Unavailable` on a server in recovery.
+async fn look_on(
+    conn: &mut PgConnection,
+    persistent: bool,
+    hash: &[u8; 32],
+    stale_after: Duration,
+) -> Result<Option<Record>, StoreError> {
+    let row = sqlx::query(LOOK)
+        .bind(&hash[..])
+        .bind(secs(stale_after))
+        .persistent(persistent)
+        .fetch_one(conn)
+        .await
+        .map_err(classify)?;
+    let decoding = |e: sqlx::Error| StoreError::Other(format!("decoding a record: {e}"));
+    let in_recovery: bool = row.try_get("in_recovery").map_err(decoding)?;
+    if in_recovery {
+        return Err(StoreError::Unavailable(
+            "the store's server is in recovery (a standby), not the writer".into(),
+        ));
+    }
+    let state: Option<String> = row.try_get("state").map_err(decoding)?;
+    state.map(|_| record_from_row(&row)).transpose()
+}
+
 /// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
 async fn claim_on(
     conn: &mut PgConnection,
@@ -609,15 +636,30 @@ impl Store for PgStore {
     type Tx = PgTx;
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
+        let hash = request.scope.hash();
+        let persistent = self.pooler.persistent();
         let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
-        let outcome = claim_on(
-            work.conn(),
-            self.pooler.persistent(),
-            self.synchronous_claims,
-            request,
-        )
-        .await?;
+        // A key seen with a record is looked up first: a completed record or a tombstone is the
+        // answer, from a plain read instead of the claim statement (whose insert is planned and
+        // its locks taken even when it inserts nothing). A claim found (in flight or stale) goes
+        // on to the claim statement, which waits or takes it over as always.
+        if self.seen.contains(&hash) {
+            match look_on(work.conn(), persistent, &hash, request.stale_after).await? {
+                Some(record) if record.state != RecordState::Claimed => {
+                    work.finish().await?;
+                    return Ok(ClaimOutcome::Existing(record));
+                }
+                Some(_) => {}
+                None => self.seen.remove(&hash),
+            }
+        }
+        let outcome = claim_on(work.conn(), persistent, self.synchronous_claims, request).await?;
         work.finish().await?;
+        if let ClaimOutcome::Existing(record) = &outcome
+            && record.state != RecordState::Claimed
+        {
+            self.seen.insert(hash);
+        }
         Ok(outcome)
     }
 
@@ -638,28 +680,11 @@ impl Store for PgStore {
         // one round trip for a fresh key. Behind a transaction pooler the read would need a
         // transaction of its own (two more round trips), so there the gate alone looks.
         if !self.pooler.wraps() && self.seen.contains(&hash) {
-            let row = sqlx::query(LOOK_BEFORE_GATE)
-                .bind(&hash[..])
-                .bind(secs(request.stale_after))
-                .persistent(self.pooler.persistent())
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(classify)?;
-            let in_recovery: bool = row
-                .try_get("in_recovery")
-                .map_err(|e| StoreError::Other(format!("decoding a record: {e}")))?;
-            if in_recovery {
-                return Err(StoreError::Unavailable(
-                    "the store's server is in recovery (a standby), not the writer".into(),
-                ));
+            let persistent = self.pooler.persistent();
+            match look_on(&mut conn, persistent, &hash, request.stale_after).await? {
+                Some(record) => return Ok(Gate::Existing(Some(record))),
+                None => self.seen.remove(&hash),
             }
-            let state: Option<String> = row
-                .try_get("state")
-                .map_err(|e| StoreError::Other(format!("decoding a record: {e}")))?;
-            if state.is_some() {
-                return Ok(Gate::Existing(Some(record_from_row(&row)?)));
-            }
-            self.seen.remove(&hash);
         }
         let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
@@ -749,6 +774,8 @@ impl Store for PgStore {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError> {
         let hash = scope.hash();
+        // A retry of this key looks first (a hint: the transaction may still roll back).
+        self.seen.insert(hash);
         let done = sqlx::query(COMPLETE)
             .bind(&hash[..])
             .bind(token.0)
