@@ -13,7 +13,8 @@
 # shape (`{"scenarios":[{"name","clients","throughput_rps","p50_ms","p99_ms",...}]}`, default
 # target/bench/http.json) and an SVG chart of req/s and p99 per scenario beside it (same name,
 # `.svg`; bench/http/chart.py). WIDGETS_BIN runs a prebuilt binary instead of building one (for
-# A/B runs of two builds); PERF_DIR records `perf record -a` (cpu-clock) of each wrk run there.
+# A/B runs of two builds); PERF_DIR records `perf record -a` (cpu-clock) of each wrk run there
+# (with PERF_SERVICE=1, the service's process alone with DWARF call graphs).
 # WIDGETS_STRATEGY (one strategy) is still honoured when STRATEGIES is unset. The server's log
 # goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn.
 set -euo pipefail
@@ -79,7 +80,9 @@ for strategy in $strategies; do
     echo "== $strategy $scenario ($conns connections, ${secs}s)"
     perf_pid=
     if [ -n "${PERF_DIR:-}" ]; then
-      perf record -q -a -e cpu-clock -F 999 -o "$PERF_DIR/$strategy-$scenario.data" -- sleep "$secs" 2>/dev/null &
+      # PERF_SERVICE=1: the service alone, with DWARF call graphs (for the frames' callers).
+      if [ -n "${PERF_SERVICE:-}" ]; then target=(-p "$server" --call-graph dwarf,16384 -F 299); else target=(-a -F 999); fi
+      perf record -q "${target[@]}" -e cpu-clock -o "$PERF_DIR/$strategy-$scenario.data" -- sleep "$secs" 2>/dev/null &
       perf_pid=$!
     fi
     cpu_ticks "$server" > "$dir/$strategy-$scenario.cpu0"

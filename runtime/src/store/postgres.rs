@@ -639,20 +639,6 @@ impl Store for PgStore {
         let hash = request.scope.hash();
         let persistent = self.pooler.persistent();
         let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
-        // A key seen with a record is looked up first: a completed record or a tombstone is the
-        // answer, from a plain read instead of the claim statement (whose insert is planned and
-        // its locks taken even when it inserts nothing). A claim found (in flight or stale) goes
-        // on to the claim statement, which waits or takes it over as always.
-        if self.seen.contains(&hash) {
-            match look_on(work.conn(), persistent, &hash, request.stale_after).await? {
-                Some(record) if record.state != RecordState::Claimed => {
-                    work.finish().await?;
-                    return Ok(ClaimOutcome::Existing(record));
-                }
-                Some(_) => {}
-                None => self.seen.remove(&hash),
-            }
-        }
         let outcome = claim_on(work.conn(), persistent, self.synchronous_claims, request).await?;
         work.finish().await?;
         if let ClaimOutcome::Existing(record) = &outcome
@@ -661,6 +647,32 @@ impl Store for PgStore {
             self.seen.insert(hash);
         }
         Ok(outcome)
+    }
+
+    /// A key this store saw with a record (ARCHITECTURE.md, "Replays by one read") is looked up
+    /// by [`LOOK`] on the claim pool: a replay, a mismatch or a tombstone is answered from one
+    /// plain read, with no claim statement, no gate, no transaction and no error. Any other key
+    /// is not looked up (`None`): its claim or gate is its first round trip, as for a fresh key.
+    /// Behind a transaction pooler the read would need a transaction of its own (two more round
+    /// trips), so there nothing is looked up.
+    async fn look(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        let hash = scope.hash();
+        if self.pooler.wraps() || !self.seen.contains(&hash) {
+            return Ok(None);
+        }
+        let mut conn = self.claim_pool.acquire().await.map_err(classify)?;
+        match look_on(&mut conn, self.pooler.persistent(), &hash, stale_after).await? {
+            Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
+            Some(_) => Ok(None),
+            None => {
+                self.seen.remove(&hash);
+                Ok(None)
+            }
+        }
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
@@ -672,20 +684,7 @@ impl Store for PgStore {
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
-        let mut conn = self.pool.acquire().await.map_err(classify)?;
-        // A key this store saw with a record is looked up before the gate (ARCHITECTURE.md,
-        // "In-transaction replays"): a replay, a mismatch or a tombstone is answered from this
-        // one autocommit read, with no transaction, no lock and no error; if the record is gone,
-        // the gate follows on the same connection. Any other key takes the gate first, which is
-        // one round trip for a fresh key. Behind a transaction pooler the read would need a
-        // transaction of its own (two more round trips), so there the gate alone looks.
-        if !self.pooler.wraps() && self.seen.contains(&hash) {
-            let persistent = self.pooler.persistent();
-            match look_on(&mut conn, persistent, &hash, request.stale_after).await? {
-                Some(record) => return Ok(Gate::Existing(Some(record))),
-                None => self.seen.remove(&hash),
-            }
-        }
+        let conn = self.pool.acquire().await.map_err(classify)?;
         let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
         // between, `tx` closes the connection (it may hold the key's advisory lock).
@@ -715,7 +714,7 @@ impl Store for PgStore {
                     .fetch_optional(&mut *tx.conn)
                     .await
                     .map_err(classify)?;
-                // Its next attempts look before the gate: one round trip instead of two.
+                // Its next attempts look first (`Store::look`): one round trip instead of two.
                 self.seen.insert(hash);
                 Ok(Gate::Existing(
                     row.as_ref().map(record_from_row).transpose()?,
