@@ -650,7 +650,7 @@ impl Store for PgStore {
     }
 
     /// A key this store saw with a record (ARCHITECTURE.md, "Replays by one read") is looked up
-    /// by [`LOOK`] on the claim pool: a replay, a mismatch or a tombstone is answered from one
+    /// by [`LOOK`]: a replay, a mismatch or a tombstone is answered from one
     /// plain read, with no claim statement, no gate, no transaction and no error. Any other key
     /// is not looked up (`None`): its claim or gate is its first round trip, as for a fresh key.
     /// Behind a transaction pooler the read would need a transaction of its own (two more round
@@ -664,7 +664,15 @@ impl Store for PgStore {
         if self.pooler.wraps() || !self.seen.contains(&hash) {
             return Ok(None);
         }
-        let mut conn = self.claim_pool.acquire().await.map_err(classify)?;
+        // The business pool while it has an idle connection (a replay is a read as light as a
+        // GET, and the claim pool is small), else the claim pool: under exhaustion a replay is
+        // answered as promptly as a duplicate's 409.
+        let pool = if self.pool.num_idle() > 0 {
+            &self.pool
+        } else {
+            &self.claim_pool
+        };
+        let mut conn = pool.acquire().await.map_err(classify)?;
         match look_on(&mut conn, self.pooler.persistent(), &hash, stale_after).await? {
             Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
             Some(_) => Ok(None),
