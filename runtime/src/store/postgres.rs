@@ -230,10 +230,11 @@ impl PgStore {
         pooler::check_pool(&self.claim_pool, "claim", self.pooler).await
     }
 
-    /// Whether claims, takeovers and releases wait for their own WAL flush (default `false`: they
-    /// commit with `synchronous_commit = off`, set for their own transaction only; the business
-    /// commit's flush makes a claim durable before any write of its attempt is acknowledged, see
-    /// protocol.md, "Durability of claims"). `true` commits them as the session's setting says.
+    /// Whether claims wait for their own WAL flush (default `false`: a claim commits with
+    /// `synchronous_commit = off`, set for its own transaction only; the business commit's flush
+    /// makes it durable before any write of its attempt is acknowledged, see protocol.md,
+    /// "Durability of claims"). `true` commits claims as the session's setting says. Takeovers
+    /// and releases always follow the session's setting.
     pub fn with_synchronous_claims(mut self, synchronous: bool) -> PgStore {
         self.synchronous_claims = synchronous;
         self
@@ -330,12 +331,13 @@ macro_rules! stale {
     };
 }
 
-/// Unless the placeholder (a boolean: synchronous claims asked for) is true, makes the statement's
-/// own transaction commit without waiting for its WAL flush: `set_config(.., true)` is local to
-/// the transaction, so it ends with the claim's autocommit (or, behind a transaction pooler, its
-/// wrapping transaction) and never reaches the business transaction or another client's
-/// server connection. Why it is safe: protocol.md, "Durability of claims". The value is `'off'`
-/// or NULL, never false, so it can stand in a `WHERE` as `IS NOT FALSE`.
+/// Unless the placeholder (a boolean: synchronous claims asked for) is true, makes the claim
+/// statement's own transaction commit without waiting for its WAL flush: `set_config(.., true)`
+/// is local to the transaction, so it ends with the claim's autocommit (or, behind a transaction
+/// pooler, its wrapping transaction) and never reaches the business transaction or another
+/// client's server connection. Why it is safe: protocol.md, "Durability of claims". Takeovers
+/// and releases keep the session's setting: they are rare, and a release lost in a crash would
+/// hold its key, for a holder still alive, until `stale_claim`.
 macro_rules! async_commit {
     ($sync:literal) => {
         concat!(
@@ -410,10 +412,7 @@ const TAKE_OVER: &str = concat!(
       WHERE scope_hash = $1 AND state = 'claimed' AND fingerprint = $2
         AND fingerprint_version = $3 AND claim_token = $5
         AND ",
-    stale!("$6"),
-    " AND ",
-    async_commit!("$8"),
-    " IS NOT FALSE"
+    stale!("$6")
 );
 
 /// Registers or renews a holder's lease, by the database clock; in the same statement, drops
@@ -446,12 +445,8 @@ const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
              clock_timestamp(), clock_timestamp() + make_interval(secs => $13))
      ON CONFLICT DO NOTHING";
 
-const RELEASE: &str = concat!(
-    "DELETE FROM idempotency_records
-      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2 AND ",
-    async_commit!("$3"),
-    " IS NOT FALSE"
-);
+const RELEASE: &str = "DELETE FROM idempotency_records
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
 
 /// The business transaction's `BEGIN` behind a transaction pooler: the server connection it
 /// lands on may hold statements other clients prepared (with the cache off sqlx still names the
@@ -616,7 +611,6 @@ async fn claim_on(
                 .bind(old)
                 .bind(secs(request.stale_after))
                 .bind(request.holder.map(|h| h.0))
-                .bind(synchronous)
                 .persistent(persistent)
                 .execute(&mut *conn)
                 .await
@@ -814,7 +808,6 @@ impl Store for PgStore {
         sqlx::query(RELEASE)
             .bind(&hash[..])
             .bind(token.0)
-            .bind(self.synchronous_claims)
             .persistent(self.pooler.persistent())
             .execute(work.conn())
             .await
