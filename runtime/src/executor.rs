@@ -1,5 +1,9 @@
 //! The executor: turns every arrival of a key into at most one committed business write.
 //!
+//! Before either strategy, a key the store has seen with a record is looked up by one read
+//! ([`Store::look`]), in the caller's task: a completed record is replayed (or answered 410 or
+//! 422) with no claim, no gate and no attempt task; anything else goes on as below.
+//!
 //! One attempt, separate-claim strategy (the default):
 //! 1. claim the key with a short statement of its own (or replay / 422 / 410 / wait then 409);
 //! 2. run the handler with only a transaction-bound handle whose transaction begins when the
