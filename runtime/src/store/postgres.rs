@@ -644,7 +644,7 @@ impl Store for PgStore {
     }
 
     /// A key this store saw with a record (ARCHITECTURE.md, "Replays by one read") is looked up
-    /// by [`LOOK`]: a replay, a mismatch or a tombstone is answered from one
+    /// by `LOOK`: a replay, a mismatch or a tombstone is answered from one
     /// plain read, with no claim statement, no gate, no transaction and no error. Any other key
     /// is not looked up (`None`): its claim or gate is its first round trip, as for a fresh key.
     /// Behind a transaction pooler the read would need a transaction of its own (two more round
