@@ -16,8 +16,9 @@ trap 'rm -rf "$out"' EXIT
 for i in $(seq "$pairs"); do
   for setting in off on; do
     if [ "$setting" = off ]; then log=off; metrics=off; else log=info; metrics=on; fi
-    RUST_LOG=$log WIDGETS_METRICS=$metrics bench/http/run.sh "$secs" "$conns" > "$out/$i-$setting.txt"
-    echo "== pair $i, $setting: $(grep -E '^==|Requests/sec' "$out/$i-$setting.txt" | grep -v rows | paste -sd' ' | sed 's/== //g; s/Requests\/sec://g')"
+    STRATEGIES=separate-claim RUST_LOG=$log WIDGETS_METRICS=$metrics JSON="$out/$i-$setting.json" \
+      bench/http/run.sh "$secs" "$conns" > "$out/$i-$setting.txt"
+    echo "== pair $i, $setting: $(grep -E '^==|Requests/sec' "$out/$i-$setting.txt" | grep -v rows | paste -sd' ' | sed 's/== separate-claim //g; s/Requests\/sec://g')"
   done
 done
 python3 - "$out" "$pairs" <<'PY'
@@ -26,7 +27,7 @@ out, pairs = sys.argv[1], int(sys.argv[2])
 def rates(path):
     scenario, found = None, {}
     for line in open(path):
-        m = re.match(r"== (\w+) \(", line)
+        m = re.match(r"== \S+ (\w+) \(", line)
         if m: scenario = m.group(1)
         m = re.match(r"Requests/sec:\s+([\d.]+)", line)
         if m and scenario: found[scenario] = float(m.group(1))

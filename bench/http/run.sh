@@ -1,43 +1,145 @@
 #!/usr/bin/env bash
-# The widgets service's HTTP path under wrk (Debian package `wrk`): a read (the HTTP floor), the
-# create without idempotency (`POST /plain/widgets`, a bench-only route: the same handler through
-# the same pipeline in one transaction), idempotent creates (fresh keys) and replays (retries of
-# completed keys), against a throwaway PostgreSQL cluster with fsync on.
-# Usage: [WIDGETS_STRATEGY=in-transaction] [RUST_LOG=info] [WIDGETS_METRICS=off] bench/http/run.sh [seconds] [connections]
-# (the server's log goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn)
+# The widgets service's HTTP path under wrk (Debian package `wrk`), for both executor strategies:
+# a read (the HTTP floor), the create without idempotency (`POST /plain/widgets`, a bench-only
+# route: the same handler through the same pipeline in one transaction), idempotent creates
+# (fresh keys) and replays (retries of completed keys), against a throwaway PostgreSQL cluster
+# with fsync on (one database per strategy).
+#
+# Usage: [STRATEGIES="separate-claim in-transaction"] [RUST_LOG=info] [WIDGETS_METRICS=off]
+#        [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] bench/http/run.sh [seconds] [connections]
+#
+# Prints each wrk run, then a table per strategy: req/s, p50, p99, the create's ratio to the
+# plain create and the replay's ratio to the read. Writes the results as JSON in idemgen-bench's
+# shape (`{"scenarios":[{"name","clients","throughput_rps","p50_ms","p99_ms",...}]}`, default
+# target/bench/http.json) and an SVG chart of req/s and p99 per scenario beside it (same name,
+# `.svg`; bench/http/chart.py). WIDGETS_BIN runs a prebuilt binary instead of building one (for
+# A/B runs of two builds); PERF_DIR records `perf record -a` (cpu-clock) of each wrk run there
+# (with PERF_SERVICE=1, the service's process alone with DWARF call graphs).
+# WIDGETS_STRATEGY (one strategy) is still honoured when STRATEGIES is unset. The server's log
+# goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-10}
 conns=${2:-16}
+strategies=${STRATEGIES:-${WIDGETS_STRATEGY:-separate-claim in-transaction}}
+json=${JSON:-target/bench/http.json}
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 2; }
 bin=$(dirname "$(readlink -f "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")")
 dir=$(mktemp -d /tmp/idemgen-http-XXXX)
 as_pg=()
 if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; as_pg=(runuser -u postgres --); fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# CPU ticks (user + system, 1/100 s) so far of the service and of every PostgreSQL process of the
+# cluster, one "pid ticks" line each: the CPU a request costs, apart from wrk's and the
+# neighbours' load, which throughput on a shared machine is not.
+cpu_ticks() {
+  local pm pid
+  pm=$(head -1 "$dir/data/postmaster.pid")
+  for pid in "$1" "$pm" $(ps -o pid= --ppid "$pm"); do
+    [ -r "/proc/$pid/stat" ] && awk -v p="$pid" '{sub(/^.*\) /, ""); print p, $12 + $13}' "/proc/$pid/stat" 2>/dev/null
+  done
+  return 0
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
 printf "listen_addresses='127.0.0.1'\nport=%s\nunix_socket_directories='%s'\nfsync=on\nmax_connections=200\n" "$port" "$dir" >> "$dir/data/postgresql.auto.conf"
 "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
-cleanup() { kill "${server:-0}" 2>/dev/null || true; "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true; rm -rf "$dir"; }
+server=
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
 trap cleanup EXIT
-psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE widgets" >/dev/null
-cargo build -q --release -p widgets --features bench-plain-route
-listen_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-DATABASE_URL="postgres://postgres@127.0.0.1:$port/widgets" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
-  WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" target/release/widgets >"$dir/server.log" &
-server=$!
-url="http://127.0.0.1:$listen_port"
-for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
-# Complete the 100 keys the replay run retries, and one widget for the read floor.
-for k in $(seq 0 99); do
-  curl -s -o /dev/null -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H "Idempotency-Key: replay-$k" \
-    -H 'Content-Type: application/json' -d '{"name":"bench"}'
+if [ -n "${WIDGETS_BIN:-}" ]; then
+  widgets=$WIDGETS_BIN
+else
+  cargo build -q --release -p widgets --features bench-plain-route
+  widgets=target/release/widgets
+fi
+[ -n "${PERF_DIR:-}" ] && mkdir -p "$PERF_DIR"
+for strategy in $strategies; do
+  db="widgets_${strategy//-/_}"
+  psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE $db" >/dev/null
+  listen_port=$(free_port)
+  DATABASE_URL="postgres://postgres@127.0.0.1:$port/$db" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
+    WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" \
+    "$widgets" >"$dir/server-$strategy.log" 2>&1 &
+  server=$!
+  url="http://127.0.0.1:$listen_port"
+  for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
+  # Complete the 100 keys the replay run retries, and one widget for the read floor.
+  for k in $(seq 0 99); do
+    curl -s -o /dev/null -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H "Idempotency-Key: replay-$k" \
+      -H 'Content-Type: application/json' -d '{"name":"bench"}'
+  done
+  WIDGET_ID=$(curl -s -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H 'Idempotency-Key: floor' \
+    -H 'Content-Type: application/json' -d '{"name":"floor"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  export WIDGET_ID
+  for scenario in plain plain_create create replay; do
+    echo "== $strategy $scenario ($conns connections, ${secs}s)"
+    perf_pid=
+    if [ -n "${PERF_DIR:-}" ]; then
+      # PERF_SERVICE=1: the service alone, with DWARF call graphs (for the frames' callers).
+      if [ -n "${PERF_SERVICE:-}" ]; then target=(-p "$server" --call-graph dwarf,16384 -F 299); else target=(-a -F 999); fi
+      perf record -q "${target[@]}" -e cpu-clock -o "$PERF_DIR/$strategy-$scenario.data" -- sleep "$secs" 2>/dev/null &
+      perf_pid=$!
+    fi
+    cpu_ticks "$server" > "$dir/$strategy-$scenario.cpu0"
+    echo "$server" > "$dir/$strategy-$scenario.pid"
+    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" > "$dir/$strategy-$scenario.wrk"
+    cpu_ticks "$server" > "$dir/$strategy-$scenario.cpu1"
+    [ -n "$perf_pid" ] && wait "$perf_pid"
+    grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors" "$dir/$strategy-$scenario.wrk"
+  done
+  echo "== $strategy widgets rows: $(psql -tA -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c 'SELECT count(*) FROM widgets')"
+  kill "$server"; wait "$server" 2>/dev/null || true; server=
 done
-WIDGET_ID=$(curl -s -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H 'Idempotency-Key: floor' \
-  -H 'Content-Type: application/json' -d '{"name":"floor"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
-export WIDGET_ID
-for scenario in plain plain_create create replay; do
-  echo "== $scenario ($conns connections, ${secs}s)"
-  wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" | grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors"
-done
-echo "== widgets rows: $(psql -tA -h 127.0.0.1 -p "$port" -U postgres -d widgets -c 'SELECT count(*) FROM widgets')"
+mkdir -p "$(dirname "$json")"
+python3 - "$dir" "$json" "$secs" "$conns" $strategies <<'PY'
+import json, re, sys
+d, out, secs, conns, strategies = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+def ticks(path):
+    return {p: int(t) for p, t in (line.split() for line in open(path) if line.strip())}
+def cpu_us(base, service_pid, requests):
+    before, after = ticks(base + ".cpu0"), ticks(base + ".cpu1")
+    spent = {p: t - before.get(p, 0) for p, t in after.items()}
+    service = spent.pop(service_pid, 0)
+    us = lambda t: t * 1e4 / max(requests, 1)
+    return us(service), us(sum(spent.values()))
+def wrk(path):
+    text = open(path).read()
+    def lat(p):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+        return float(m.group(1)) * unit[m.group(2)] if m else None
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    requests = int(re.search(r"(\d+) requests in", text).group(1))
+    service_pid = open(path[:-len(".wrk")] + ".pid").read().strip()
+    service_us, pg_us = cpu_us(path[:-len(".wrk")], service_pid, requests)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    return {"throughput_rps": rps, "p50_ms": lat(50), "p99_ms": lat(99), "requests": requests,
+            "service_cpu_us_per_request": service_us, "postgres_cpu_us_per_request": pg_us,
+            "non_2xx": int(non2xx.group(1)) if non2xx else 0}
+names = {"plain": "get_widget", "plain_create": "plain_create", "create": "idempotent_create",
+         "replay": "replay"}
+scenarios = []
+for strategy in strategies:
+    runs = {s: wrk(f"{d}/{strategy}-{s}.wrk") for s in names}
+    get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
+    print(f"\n{strategy} ({conns} connections, {secs:g} s each)\n")
+    print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | CPU µs/req service | CPU µs/req PostgreSQL |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for s, name in names.items():
+        r = runs[s]
+        r.update(name=name, strategy=strategy, clients=conns,
+                 ratio_to_plain=r["throughput_rps"] / plain, ratio_to_get=r["throughput_rps"] / get)
+        scenarios.append(r)
+        print(f"| {name} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
+              f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
+              f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
+              + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))
+json.dump({"bench": "http", "seconds_per_run": secs, "scenarios": scenarios}, open(out, "w"), indent=2)
+PY
+python3 bench/http/chart.py "$json" "${json%.json}.svg"
+echo "wrote $json and ${json%.json}.svg"

@@ -6,10 +6,11 @@
 //! * `plain_create` — the business insert in a transaction, no idempotency (the floor);
 //! * `plain_plus_row` — the same transaction writing one more keyed row (a second floor: what
 //!   "idempotency is one more row" would cost at best);
-//! * `idempotent_create_claim` — the executor, separate-claim strategy (claim commits on its own);
-//! * `idempotent_create_claim_async` — the same, with the claim statement's commit not waiting
-//!   for its WAL flush (`synchronous_commit = off` on the claim pool; protocol.md argues why
-//!   that is safe);
+//! * `idempotent_create_claim` — the executor, separate-claim strategy (claim commits on its own,
+//!   by the store's default without waiting for its WAL flush; protocol.md argues why that is
+//!   safe);
+//! * `idempotent_create_claim_sync` — the same with `PgStore::with_synchronous_claims(true)`:
+//!   the claim's commit waits for its flush;
 //! * `idempotent_create_in_tx` — the executor, in-transaction strategy (one commit);
 //! * `replay` — retries of completed keys;
 //! * `same_key_storm` — N concurrent attempts on one key: writes per key and time to settle.
@@ -245,20 +246,13 @@ struct Bench {
 }
 
 impl Bench {
-    async fn pool(&self, size: usize, synchronous_commit_off: bool) -> anyhow::Result<PgPool> {
-        let mut opts = PgPoolOptions::new()
+    async fn pool(&self, size: usize) -> anyhow::Result<PgPool> {
+        Ok(PgPoolOptions::new()
             .max_connections(size as u32)
             .min_connections(size as u32)
-            .acquire_timeout(Duration::from_secs(60));
-        if synchronous_commit_off {
-            opts = opts.after_connect(|conn, _| {
-                Box::pin(async move {
-                    conn.execute("SET synchronous_commit = off").await?;
-                    Ok(())
-                })
-            });
-        }
-        Ok(opts.connect_with(self.options.clone()).await?)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(self.options.clone())
+            .await?)
     }
 
     /// Runs one measured scenario; the pools are closed before the counters are read, so every
@@ -301,7 +295,7 @@ impl Bench {
 
     /// The plain create plus one more row with a unique key in the same transaction.
     async fn plain_plus_row(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
-        let pool = self.pool(clients, false).await?;
+        let pool = self.pool(clients).await?;
         let p = pool.clone();
         let run = uuid::Uuid::new_v4().simple().to_string();
         let op: Op = Arc::new(move |c, n| {
@@ -323,7 +317,7 @@ impl Bench {
     }
 
     async fn plain(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
-        let pool = self.pool(clients, false).await?;
+        let pool = self.pool(clients).await?;
         let p = pool.clone();
         let op: Op = Arc::new(move |c, _| {
             let p = p.clone();
@@ -342,16 +336,11 @@ impl Bench {
         name: &str,
         clients: usize,
         strategy: Strategy,
-        async_claim: bool,
+        synchronous_claims: bool,
     ) -> anyhow::Result<ScenarioResult> {
-        let pool = self.pool(clients, false).await?;
-        let mut store = PgStore::new(pool.clone());
-        let mut pools = vec![pool];
-        if async_claim {
-            let claim_pool = self.pool(clients, true).await?;
-            store = store.with_claim_pool(claim_pool.clone());
-            pools.push(claim_pool);
-        }
+        let pool = self.pool(clients).await?;
+        let store = PgStore::new(pool.clone()).with_synchronous_claims(synchronous_claims);
+        let pools = vec![pool];
         let exec = Executor::new(
             store,
             ExecutorConfig {
@@ -372,7 +361,7 @@ impl Bench {
     }
 
     async fn replay(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
-        let pool = self.pool(clients, false).await?;
+        let pool = self.pool(clients).await?;
         let exec = Executor::new(PgStore::new(pool.clone()), ExecutorConfig::default());
         let run = uuid::Uuid::new_v4().simple().to_string();
         const KEYS: u64 = 500;
@@ -392,7 +381,7 @@ impl Bench {
 
     /// Rounds of `clients` simultaneous attempts on one fresh key each.
     async fn storm(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
-        let pool = self.pool(clients.min(32), false).await?;
+        let pool = self.pool(clients.min(32)).await?;
         let exec = Executor::new(PgStore::new(pool.clone()), ExecutorConfig::default());
         let before = counters(&self.admin).await?;
         let run = uuid::Uuid::new_v4().simple().to_string();
@@ -534,10 +523,10 @@ async fn main() -> anyhow::Result<()> {
         let plus_row_rps = plus_row.throughput_rps;
         let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
         let mut group = vec![plain, plus_row];
-        for (name, strategy, async_claim) in [
+        for (name, strategy, synchronous_claims) in [
             ("idempotent_create_claim", Strategy::SeparateClaim, false),
             (
-                "idempotent_create_claim_async",
+                "idempotent_create_claim_sync",
                 Strategy::SeparateClaim,
                 true,
             ),
@@ -546,7 +535,7 @@ async fn main() -> anyhow::Result<()> {
             if wanted(name) {
                 group.push(
                     bench
-                        .idempotent(name, clients, strategy, async_claim)
+                        .idempotent(name, clients, strategy, synchronous_claims)
                         .await
                         .context(name)?,
                 );

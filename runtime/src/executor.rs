@@ -1,5 +1,9 @@
 //! The executor: turns every arrival of a key into at most one committed business write.
 //!
+//! Before either strategy, a key the store has seen with a record is looked up by one read
+//! ([`Store::look`]), in the caller's task: a completed record is replayed (or answered 410 or
+//! 422) with no claim, no gate and no attempt task; anything else goes on as below.
+//!
 //! One attempt, separate-claim strategy (the default):
 //! 1. claim the key with a short statement of its own (or replay / 422 / 410 / wait then 409);
 //! 2. run the handler with only a transaction-bound handle whose transaction begins when the
@@ -841,6 +845,18 @@ impl<S: Store> Executor<S> {
         E: Send + 'static,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
+        // A replay the store can tell by one read is answered here, in the caller's task: the
+        // look writes nothing, so there is nothing a cancellation could leave halfway, and no
+        // attempt task is spawned (nor another worker woken to run it).
+        let looked = Instant::now();
+        if let Some(answer) = self.look_first(&request).await {
+            tracing::debug!(outcome = outcome_label(&answer), "attempt finished");
+            let phases = Phases {
+                claim: Some(looked.elapsed()),
+                ..Phases::default()
+            };
+            return (answer, phases);
+        }
         let this = self.clone();
         let scope = request.scope.clone();
         let token = ClaimToken::generate();
@@ -865,6 +881,32 @@ impl<S: Store> Executor<S> {
                     .with_internal(format!("idempotent attempt panicked: {join}"));
                 (Err(problem.into()), Phases::default())
             }
+        }
+    }
+
+    /// The answer from [`Store::look`], when the store knows the key's completed record or
+    /// tombstone: a replay, 410 or 422, judged as a claim's or a gate's record is. `None`: claim
+    /// or take the gate as always.
+    async fn look_first<R: ResponseCodec, E>(
+        &self,
+        request: &IdempotentRequest,
+    ) -> Option<Result<Outcome<R>, ExecuteError<E>>> {
+        let claim_span = tracing::info_span!("idemgen.claim");
+        let record = match self
+            .store
+            .look(&request.scope, self.config.stale_claim)
+            .instrument(claim_span.clone())
+            .await
+        {
+            // A claim is not an answer (the stores report none): claim as always.
+            Ok(Some(record)) if record.state != RecordState::Claimed => record,
+            Ok(_) => return None,
+            Err(e) => return Some(Err(unavailable(e).into())),
+        };
+        match self.judge(request, record, Instant::now()) {
+            Ok(Some(outcome)) => Some(Ok(outcome)),
+            Ok(None) => None,
+            Err(problem) => Some(Err(problem.into())),
         }
     }
 

@@ -46,6 +46,31 @@ pub fn migrator() -> sqlx::migrate::Migrator {
 /// "Connection budget").
 pub const CLAIM_POOL_SIZE: u32 = 4;
 
+/// A pooled connection idle longer than this is pinged before it is handed out.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
+/// The options both pools are built from. sqlx's default (`test_before_acquire`) pings every
+/// connection before handing it out: one more round trip on every request's path, on top of the
+/// one its return to the pool already costs (sqlx pings there too, dropping a broken
+/// connection). Here only a connection idle for longer than [`PING_IF_IDLE_FOR`] is pinged
+/// (sqlx's documented pattern), so a busy service pays nothing and one that sat idle across a
+/// server restart still finds its dead connections before using them. What is left: a
+/// connection returned within that second before the server went away is handed out unpinged and
+/// its first statement fails (503, which clients retry), once per such connection
+/// (docs/benchmarks.md, "What bought what").
+pub fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IF_IDLE_FOR {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 /// How often the retention cleanup runs when a retention is configured.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 
@@ -131,25 +156,13 @@ pub async fn app_and_server(
 ) -> anyhow::Result<(axum::Router, WidgetsServer)> {
     run_migrations(config, &pool).await?;
     // Claims get their own small pool, so duplicates get their 409 promptly even while every
-    // business connection is busy; their commits skip the WAL flush (protocol.md, "Durability of
-    // claims": the business commit's flush makes them durable). That `SET` is session state:
-    // directly and through a session pooler (whose `server_reset_query` resets it when the
-    // client leaves) it stays with the claim pool's own sessions; through a transaction pooler
-    // it would reach server connections that other clients' transactions then use, so there it
-    // is left out and claims commit synchronously (docs/scaling.md, "PgBouncer").
-    let claim_options = PgPoolOptions::new()
+    // business connection is busy. Their commits skip the WAL flush by the store's default, set
+    // per statement (protocol.md, "Durability of claims": the business commit's flush makes them
+    // durable), so the pool needs no session setting, and none can leak through a transaction
+    // pooler to other clients' server connections (docs/scaling.md, "PgBouncer").
+    let claim_options = pool_options()
         .max_connections(CLAIM_POOL_SIZE)
         .acquire_timeout(Duration::from_secs(5));
-    let claim_options = if config.pooler == Pooler::Transaction {
-        claim_options
-    } else {
-        claim_options.after_connect(|conn, _| {
-            Box::pin(async move {
-                sqlx::Executor::execute(&mut *conn, "SET synchronous_commit = off").await?;
-                Ok(())
-            })
-        })
-    };
     // The claim pool follows the writer as the business pool does when DATABASE_URL lists
     // several hosts; otherwise it connects where `pool` does.
     let multi_host = config
@@ -231,7 +244,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let pool = connect_pool(
         &url,
         config.pooler,
-        PgPoolOptions::new()
+        pool_options()
             .max_connections(config.pool_size)
             .acquire_timeout(Duration::from_secs(5)),
     )

@@ -348,6 +348,16 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn look(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        // Every key is "seen": the executor's look-first path runs on this store too.
+        let record = self.read(scope, stale_after).await?;
+        Ok(record.filter(|r| r.state != RecordState::Claimed))
+    }
+
     async fn read(
         &self,
         scope: &Scope,

@@ -65,7 +65,8 @@ pub enum Gate<Tx> {
     /// Another attempt's unfinished transaction holds the gate: ask again or answer 409.
     Busy,
     /// The key has a record, read once the gated transaction was rolled back (`None`: it was
-    /// released in between; ask again).
+    /// released in between; ask again): two round trips, which [`Store::look`] spares a key the
+    /// store has seen.
     Existing(Option<Record>),
 }
 
@@ -105,6 +106,21 @@ pub trait Store: Send + Sync + 'static {
     /// takes over a claim older than `stale_after` with the request's token, or reports what
     /// holds the key.
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError>;
+
+    /// Before an attempt claims or takes the gate: the key's completed record or tombstone when
+    /// the store can tell by one cheap read (`PgStore`: a key it has seen with a record), else
+    /// `None` (no record, a claim, or not looked), and the attempt goes on as always. It writes
+    /// nothing and takes no lock, so the executor runs it in the request's own task (no attempt
+    /// task is spawned for a replay): cancelled, it leaves nothing behind. The default looks
+    /// at nothing.
+    async fn look(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        let _ = (scope, stale_after);
+        Ok(None)
+    }
 
     /// Opens a business transaction.
     async fn begin(&self) -> Result<Self::Tx, StoreError>;

@@ -1,6 +1,8 @@
 //! The PostgreSQL store (sqlx). Every read and reconciliation goes to the pool it is given, which
 //! must point at the writer: a replica's absence of a record never authorises an execution.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +23,45 @@ pub struct PgStore {
     pool: PgPool,
     claim_pool: PgPool,
     pooler: Pooler,
+    synchronous_claims: bool,
+    /// Record keys this store saw with a record (shared by its clones): their record is looked
+    /// up before a claim or the gate.
+    seen: Arc<SeenKeys>,
+}
+
+/// The record keys a store has seen with a record: completed by it, or found by a claim, its gate
+/// or a look. Only a hint for the order of statements, never an answer: a key in the set is
+/// looked up first ([`LOOK`]: a plain read; one round trip if it has a completed record or a
+/// tombstone, the claim or the gate after it if not), any other key takes the claim or the gate
+/// first (one round trip if it has no record; for the gate, two if it has). At most
+/// [`SeenKeys::CAPACITY`] keys; when full it starts again empty.
+#[derive(Debug, Default)]
+struct SeenKeys(Mutex<HashSet<[u8; 32]>>);
+
+impl SeenKeys {
+    const CAPACITY: usize = 65_536;
+
+    fn set(&self) -> std::sync::MutexGuard<'_, HashSet<[u8; 32]>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn contains(&self, hash: &[u8; 32]) -> bool {
+        self.set().contains(hash)
+    }
+
+    fn insert(&self, hash: [u8; 32]) {
+        let mut set = self.set();
+        if set.len() >= Self::CAPACITY {
+            set.clear();
+        }
+        set.insert(hash);
+    }
+
+    fn remove(&self, hash: &[u8; 32]) {
+        self.set().remove(hash);
+    }
 }
 
 /// A connection for the store's statements outside the business transaction. Behind a
@@ -161,6 +202,8 @@ impl PgStore {
             claim_pool: pool.clone(),
             pool,
             pooler: Pooler::Direct,
+            synchronous_claims: false,
+            seen: Arc::default(),
         }
     }
 
@@ -187,8 +230,18 @@ impl PgStore {
         pooler::check_pool(&self.claim_pool, "claim", self.pooler).await
     }
 
-    /// Uses a separate pool for claim and release statements (for example one whose connections
-    /// run with `synchronous_commit = off`; see protocol.md, "Durability of claims").
+    /// Whether claims wait for their own WAL flush (default `false`: a claim commits with
+    /// `synchronous_commit = off`, set for its own transaction only; the business commit's flush
+    /// makes it durable before any write of its attempt is acknowledged, see protocol.md,
+    /// "Durability of claims"). `true` commits claims as the session's setting says. Takeovers
+    /// and releases always follow the session's setting.
+    pub fn with_synchronous_claims(mut self, synchronous: bool) -> PgStore {
+        self.synchronous_claims = synchronous;
+        self
+    }
+
+    /// Uses a separate pool for claim and release statements, so that duplicates get their 409
+    /// promptly while every business connection is busy (protocol.md, "States and transitions").
     pub fn with_claim_pool(mut self, claim_pool: PgPool) -> PgStore {
         self.claim_pool = claim_pool;
         self
@@ -278,6 +331,23 @@ macro_rules! stale {
     };
 }
 
+/// Unless the placeholder (a boolean: synchronous claims asked for) is true, makes the claim
+/// statement's own transaction commit without waiting for its WAL flush: `set_config(.., true)`
+/// is local to the transaction, so it ends with the claim's autocommit (or, behind a transaction
+/// pooler, its wrapping transaction) and never reaches the business transaction or another
+/// client's server connection. Why it is safe: protocol.md, "Durability of claims". Takeovers
+/// and releases keep the session's setting: they are rare, and a release lost in a crash would
+/// hold its key, for a holder still alive, until `stale_claim`.
+macro_rules! async_commit {
+    ($sync:literal) => {
+        concat!(
+            "(CASE WHEN ",
+            $sync,
+            "::bool THEN NULL ELSE set_config('synchronous_commit', 'off', true) = 'off' END)"
+        )
+    };
+}
+
 /// Every statement finds a record by its key, `scope_hash` (protocol.md, "Record key"), bound
 /// as `$1`: one 32-byte primary key instead of four text columns.
 const SELECT_RECORD: &str = concat!(
@@ -287,6 +357,20 @@ const SELECT_RECORD: &str = concat!(
         response_status, response_headers, response_body
    FROM idempotency_records
   WHERE scope_hash = $1"
+);
+
+/// The look before a claim or the gate, for keys the store has seen with a record: the key's
+/// record, if any, and whether the server is in recovery (claims and the gate refuse a standby;
+/// so does this, so a lagging record is never replayed), in one round trip that writes nothing,
+/// takes no lock and, outside a transaction pooler, begins nothing.
+const LOOK: &str = concat!(
+    "SELECT pg_is_in_recovery() AS in_recovery, e.*
+       FROM (SELECT 1) AS one
+       LEFT JOIN (SELECT state, fingerprint, fingerprint_version, claim_token, ",
+    stale!("$2"),
+    " AS stale, response_status, response_headers, response_body
+                    FROM idempotency_records
+                   WHERE scope_hash = $1) e ON true"
 );
 
 /// One round trip for both outcomes: read the record that holds the key, and insert the claim
@@ -313,7 +397,9 @@ const CLAIM: &str = concat!(
          WHERE NOT EXISTS (SELECT 1 FROM existing)
         ON CONFLICT DO NOTHING
         RETURNING 1)
-     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, e.*
+     SELECT EXISTS (SELECT 1 FROM ins) AS inserted, ",
+    async_commit!("$12"),
+    " AS async_commit, e.*
        FROM (SELECT 1) AS one
        LEFT JOIN existing e ON true"
 );
@@ -447,10 +533,36 @@ async fn read_on(
     row.as_ref().map(record_from_row).transpose()
 }
 
+/// [`LOOK`] on `conn`: the key's record, if any; `Unavailable` on a server in recovery.
+async fn look_on(
+    conn: &mut PgConnection,
+    persistent: bool,
+    hash: &[u8; 32],
+    stale_after: Duration,
+) -> Result<Option<Record>, StoreError> {
+    let row = sqlx::query(LOOK)
+        .bind(&hash[..])
+        .bind(secs(stale_after))
+        .persistent(persistent)
+        .fetch_one(conn)
+        .await
+        .map_err(classify)?;
+    let decoding = |e: sqlx::Error| StoreError::Other(format!("decoding a record: {e}"));
+    let in_recovery: bool = row.try_get("in_recovery").map_err(decoding)?;
+    if in_recovery {
+        return Err(StoreError::Unavailable(
+            "the store's server is in recovery (a standby), not the writer".into(),
+        ));
+    }
+    let state: Option<String> = row.try_get("state").map_err(decoding)?;
+    state.map(|_| record_from_row(&row)).transpose()
+}
+
 /// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
 async fn claim_on(
     conn: &mut PgConnection,
     persistent: bool,
+    synchronous: bool,
     request: &ClaimRequest<'_>,
 ) -> Result<ClaimOutcome, StoreError> {
     let scope = request.scope;
@@ -468,6 +580,7 @@ async fn claim_on(
             .bind(request.token.0)
             .bind(request.retention.map(secs))
             .bind(request.holder.map(|h| h.0))
+            .bind(synchronous)
             .persistent(persistent)
             .fetch_one(&mut *conn)
             .await
@@ -517,10 +630,51 @@ impl Store for PgStore {
     type Tx = PgTx;
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
+        let hash = request.scope.hash();
+        let persistent = self.pooler.persistent();
         let mut work = Work::acquire(&self.claim_pool, self.pooler).await?;
-        let outcome = claim_on(work.conn(), self.pooler.persistent(), request).await?;
+        let outcome = claim_on(work.conn(), persistent, self.synchronous_claims, request).await?;
         work.finish().await?;
+        if let ClaimOutcome::Existing(record) = &outcome
+            && record.state != RecordState::Claimed
+        {
+            self.seen.insert(hash);
+        }
         Ok(outcome)
+    }
+
+    /// A key this store saw with a record (ARCHITECTURE.md, "Replays by one read") is looked up
+    /// by `LOOK`: a replay, a mismatch or a tombstone is answered from one
+    /// plain read, with no claim statement, no gate, no transaction and no error. Any other key
+    /// is not looked up (`None`): its claim or gate is its first round trip, as for a fresh key.
+    /// Behind a transaction pooler the read would need a transaction of its own (two more round
+    /// trips), so there nothing is looked up.
+    async fn look(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        let hash = scope.hash();
+        if self.pooler.wraps() || !self.seen.contains(&hash) {
+            return Ok(None);
+        }
+        // The business pool while it has an idle connection (a replay is a read as light as a
+        // GET, and the claim pool is small), else the claim pool: under exhaustion a replay is
+        // answered as promptly as a duplicate's 409.
+        let pool = if self.pool.num_idle() > 0 {
+            &self.pool
+        } else {
+            &self.claim_pool
+        };
+        let mut conn = pool.acquire().await.map_err(classify)?;
+        match look_on(&mut conn, self.pooler.persistent(), &hash, stale_after).await? {
+            Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
+            Some(_) => Ok(None),
+            None => {
+                self.seen.remove(&hash);
+                Ok(None)
+            }
+        }
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
@@ -562,6 +716,8 @@ impl Store for PgStore {
                     .fetch_optional(&mut *tx.conn)
                     .await
                     .map_err(classify)?;
+                // Its next attempts look first (`Store::look`): one round trip instead of two.
+                self.seen.insert(hash);
                 Ok(Gate::Existing(
                     row.as_ref().map(record_from_row).transpose()?,
                 ))
@@ -605,6 +761,8 @@ impl Store for PgStore {
             .execute(tx.conn())
             .await
             .map_err(classify)?;
+        // A retry of this key looks before the gate (a hint: the transaction may still roll back).
+        self.seen.insert(hash);
         Ok(done.rows_affected() == 1)
     }
 
@@ -617,6 +775,8 @@ impl Store for PgStore {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError> {
         let hash = scope.hash();
+        // A retry of this key looks first (a hint: the transaction may still roll back).
+        self.seen.insert(hash);
         let done = sqlx::query(COMPLETE)
             .bind(&hash[..])
             .bind(token.0)

@@ -32,30 +32,73 @@ async fn setup(db: &TestDb) {
         .unwrap();
 }
 
-async fn store(db: &TestDb) -> (PgStore, sqlx::PgPool) {
+/// How the store's claims commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claims {
+    /// A claim pool whose sessions run with `synchronous_commit = off` (what services did
+    /// before the store set it per statement), with the store's default on top.
+    SessionOff,
+    /// The store's default: each claim statement sets it for its own transaction; the claim
+    /// pool's sessions keep the server's `synchronous_commit = on`.
+    StoreDefault,
+    /// `PgStore::with_synchronous_claims(true)`: claims wait for their flush.
+    Synchronous,
+}
+
+async fn store(db: &TestDb, claims: Claims) -> (PgStore, sqlx::PgPool) {
     let pool = db.pool(4).await.unwrap();
-    let claim_pool = PgPoolOptions::new()
-        .max_connections(4)
-        .after_connect(|conn, _| {
+    let mut options = PgPoolOptions::new().max_connections(4);
+    if claims == Claims::SessionOff {
+        options = options.after_connect(|conn, _| {
             Box::pin(async move {
                 conn.execute("SET synchronous_commit = off").await?;
                 Ok(())
             })
-        })
-        .connect_with(db.options.clone())
-        .await
-        .unwrap();
-    (PgStore::new(pool.clone()).with_claim_pool(claim_pool), pool)
+        });
+    }
+    let claim_pool = options.connect_with(db.options.clone()).await.unwrap();
+    let store = PgStore::new(pool.clone())
+        .with_claim_pool(claim_pool)
+        .with_synchronous_claims(claims == Claims::Synchronous);
+    (store, pool)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
+    let losses = crash_rounds(Claims::SessionOff).await;
+    assert!(
+        losses > 0,
+        "the crash never lost an asynchronous claim: the test did not bite"
+    );
+    eprintln!("durability: {losses}/5 asynchronous claims lost in the crash, 0 duplicates");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stores_default_claim_commits_asynchronously_and_loses_only_unwritten_keys() {
+    let losses = crash_rounds(Claims::StoreDefault).await;
+    assert!(
+        losses > 0,
+        "the crash never lost a claim of the store's default: its commit waited for the flush"
+    );
+    eprintln!("durability: {losses}/5 claims (store default) lost in the crash, 0 duplicates");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_claims_survive_a_crash() {
+    let losses = crash_rounds(Claims::Synchronous).await;
+    assert_eq!(losses, 0, "a synchronous claim was lost in the crash");
+}
+
+/// Five rounds of: claim a fresh key, crash the server before the business transaction, then
+/// check that no write exists without its record and that the retry executes exactly once.
+/// Returns how many claims the crashes lost.
+async fn crash_rounds(claims: Claims) -> i64 {
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
     let mut losses = 0;
     for round in 0..5 {
-        let (store, pool) = store(&db).await;
+        let (store, pool) = store(&db, claims).await;
         let s = scope("alice", &format!("crash-{round}"));
         let req = request(s.clone(), json!({"n": round}), 1);
         let claim = ClaimRequest {
@@ -75,7 +118,7 @@ async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
         // The server dies before the business transaction could commit.
         pool.close().await;
         cluster.restart_immediate().unwrap();
-        let (store, pool) = store_after_restart(&db).await;
+        let (store, pool) = store_after_restart(&db, claims).await;
         let survived = store
             .read(&s, std::time::Duration::from_secs(300))
             .await
@@ -114,25 +157,30 @@ async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
         assert_eq!(env.ledger.count("never").await, 0);
         pool.close().await;
     }
-    assert!(
-        losses > 0,
-        "the crash never lost an asynchronous claim: the test did not bite"
-    );
-    eprintln!("durability: {losses}/5 asynchronous claims lost in the crash, 0 duplicates");
+    losses
 }
 
-async fn store_after_restart(db: &TestDb) -> (PgStore, sqlx::PgPool) {
+async fn store_after_restart(db: &TestDb, claims: Claims) -> (PgStore, sqlx::PgPool) {
     // Connections need the server back up; TestDb::connect retries until it is.
     drop(db.connect().await.unwrap());
-    store(db).await
+    store(db, claims).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_write_brings_its_async_claim_through_a_crash() {
+    committed_write_through_a_crash(Claims::SessionOff).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_write_brings_its_claim_of_the_stores_default_through_a_crash() {
+    committed_write_through_a_crash(Claims::StoreDefault).await;
+}
+
+async fn committed_write_through_a_crash(claims: Claims) {
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
-    let (store, pool) = store(&db).await;
+    let (store, pool) = store(&db, claims).await;
     let env = Env {
         exec: Executor::new(store, config(Strategy::SeparateClaim)),
         business: pg_business(),
@@ -145,7 +193,7 @@ async fn a_committed_write_brings_its_async_claim_through_a_crash() {
     assert_eq!(first.disposition, Disposition::Executed);
     pool.close().await;
     cluster.restart_immediate().unwrap();
-    let (store, pool) = store_after_restart(&db).await;
+    let (store, pool) = store_after_restart(&db, claims).await;
     let env = Env {
         exec: Executor::new(store, config(Strategy::SeparateClaim)),
         business: Arc::new(NoWrites),

@@ -27,6 +27,9 @@ mod hostile;
 /// Asynchronously committed claims across a server crash.
 mod durability;
 
+/// The statements an attempt sends, counted by `pg_stat_statements`.
+mod statements;
+
 /// A primary and a streaming standby behind a switchable endpoint: failover under load,
 /// synchronous and asynchronous; a store pointed at the standby.
 mod failover;
