@@ -48,13 +48,13 @@ pub use listen::{ServeConfig, serve, shutdown_signal};
 pub use migrate::migrate;
 #[cfg(feature = "sqlite")]
 pub use migrate::migrate_sqlite;
-/// The SQLite driver's connection and pool, for handlers on [`SqliteStore`] (the same types as
-/// `sqlx::SqliteConnection` with sqlx's `sqlite` feature).
-#[cfg(feature = "sqlite")]
-pub use sqlx_sqlite::{SqliteConnection, SqlitePool};
-#[cfg(feature = "sqlite")]
-pub use store::{SqliteStore, SqliteTx};
 pub use operation::{Authorization, HandlerError, HandlerResult};
 pub use problem::{Problem, ProblemKind};
 pub use server::{Server, ServerConfig};
+/// The SQLite driver's connection, pool and connect options, for services on [`SqliteStore`] (the same types as
+/// `sqlx::SqliteConnection` with sqlx's `sqlite` feature).
+#[cfg(feature = "sqlite")]
+pub use sqlx_sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
 pub use store::{MemoryStore, PgStore, Pooler, PoolerError, Store, WriterHosts, WriterUrlError};
+#[cfg(feature = "sqlite")]
+pub use store::{SqliteStore, SqliteTx};

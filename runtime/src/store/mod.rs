@@ -23,9 +23,9 @@ mod writer;
 pub use memory::{MemoryStore, MemoryTx};
 pub use pooler::{Pooler, PoolerError};
 pub use postgres::{PgStore, PgTx};
+pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTx};
-pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 pub use writer::{WriterHosts, WriterUrlError};
 
 /// What an attempt asks for when it claims a key.

@@ -75,7 +75,9 @@ struct GateGuard {
 impl GateGuard {
     /// Takes the gate of `hash`, unless another transaction of this store holds it.
     fn take(gates: &Gates, hash: [u8; 32]) -> Option<GateGuard> {
-        let mut held = gates.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut held = gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         held.insert(hash).then(|| GateGuard {
             gates: Arc::clone(gates),
             hash,
@@ -252,6 +254,10 @@ const PURGE_LEASES: &str = concat!(
     " - 3600000 AND holder_id <> ?1"
 );
 
+/// A write that changes nothing, to learn whether the file can be written: SQLite opens a file
+/// the process may not write read-only without an error, and `BEGIN IMMEDIATE` succeeds on it.
+const WRITE_PROBE: &str = "UPDATE idempotency_holders SET expires_at = expires_at WHERE 0";
+
 const END_LEASE: &str = "DELETE FROM idempotency_holders WHERE holder_id = ?1";
 
 /// The separate-claim completion, guarded by the claim token.
@@ -320,11 +326,24 @@ impl SqliteStore {
     /// checks the settings ([`SqliteStore::check`]). The application's own tables may live in
     /// the same file: its handlers write them through the attempt's transaction.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
-        let pool = PoolOptions::<Sqlite>::new()
-            .max_connections(POOL_SIZE)
-            .connect_with(SqliteStore::connect_options(path))
-            .await
-            .map_err(classify)?;
+        let options = SqliteStore::connect_options(path);
+        // Turning a new file to WAL takes an exclusive lock that `busy_timeout` does not wait
+        // for: processes opening one fresh file at once retry here, for as long as a writer
+        // would wait.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let pool = loop {
+            match PoolOptions::<Sqlite>::new()
+                .max_connections(POOL_SIZE)
+                .connect_with(options.clone())
+                .await
+                .map_err(classify)
+            {
+                Err(StoreError::LockTimeout) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => break other?,
+            }
+        };
         let mut conn = pool.acquire().await.map_err(classify)?;
         crate::migrate::migrate_sqlite(&mut conn)
             .await
@@ -353,8 +372,9 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Checks that the pool's connections carry the store's settings: WAL, `synchronous = FULL`
-    /// and a `busy_timeout`, so a pool built otherwise fails at start-up, not under load.
+    /// Checks that the pool's connections carry the store's settings (WAL, `synchronous = FULL`
+    /// and a `busy_timeout`) and that the file can be written, so a pool built otherwise or a
+    /// write-protected file fails at start-up, not under load.
     pub async fn check(&self) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await.map_err(classify)?;
         let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
@@ -376,6 +396,11 @@ impl SqliteStore {
                  busy timeout)"
             )));
         }
+        // A file this process may not write is opened read-only without an error.
+        sqlx::query(WRITE_PROBE)
+            .execute(&mut *conn)
+            .await
+            .map_err(classify)?;
         Ok(())
     }
 }
@@ -541,6 +566,11 @@ impl Store for SqliteStore {
         };
         let conn = self.pool.acquire().await.map_err(classify)?;
         let mut tx = SqliteTx::begin(conn, Some(gate)).await.map_err(classify)?;
+        // A file that cannot be written fails here (503), not in the handler's first write.
+        sqlx::query(WRITE_PROBE)
+            .execute(tx.conn())
+            .await
+            .map_err(classify)?;
         // Under the write lock: no other transaction can insert the key's record until this one
         // ends, and every record committed before is visible.
         match read_on(tx.conn(), &hash, request.stale_after).await? {
