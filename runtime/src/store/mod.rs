@@ -17,7 +17,7 @@ mod pooler;
 pub(crate) mod postgres;
 mod record;
 #[cfg(feature = "sqlite")]
-mod sqlite;
+pub(crate) mod sqlite;
 mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};

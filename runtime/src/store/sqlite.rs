@@ -407,7 +407,17 @@ impl SqliteStore {
 
 /// Maps a driver error to a [`StoreError`]; the driver text stays in the error for logs only.
 pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    match &e {
+    classify_ref(&e)
+}
+
+/// Whether `e` comes from SQLite (and so is classified by [`classify_ref`]).
+pub(crate) fn is_sqlite(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.try_downcast_ref::<sqlx_sqlite::SqliteError>().is_some())
+}
+
+/// [`classify`] without taking ownership.
+pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
+    match e {
         sqlx::Error::Database(db) => {
             let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(1);
             match code & 0xff {

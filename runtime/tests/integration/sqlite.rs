@@ -420,6 +420,46 @@ async fn sqlite_a_file_that_cannot_be_written_is_503_without_driver_text() {
     }
 }
 
+/// A handler's own SQLite failure is answered without database text: a file that cannot be
+/// written or a write lock held past `busy_timeout` is the store's 503; a constraint violation
+/// an opaque 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_handlers_database_failures_are_classified_without_database_text() {
+    use idemgen_runtime::HandlerError;
+    let (store, dir) = fresh_sqlite().await;
+    let path = dir.path().join("idemgen.db");
+    let read_only: SqlitePool = PoolOptions::new()
+        .max_connections(1)
+        .connect_with(SqliteStore::connect_options(&path).read_only(true))
+        .await
+        .unwrap();
+    let short: SqlitePool = PoolOptions::new()
+        .max_connections(1)
+        .connect_with(SqliteStore::connect_options(&path).busy_timeout(Duration::from_millis(100)))
+        .await
+        .unwrap();
+    let insert = "INSERT INTO business_writes (id, label) VALUES (1, 'x')";
+    let not_writable = sqlx::query(insert).execute(&read_only).await.unwrap_err();
+    let held = store.begin().await.unwrap();
+    let locked = sqlx::query(insert).execute(&short).await.unwrap_err();
+    store.rollback(held).await.unwrap();
+    sqlx::query(insert).execute(store.pool()).await.unwrap();
+    let duplicate = sqlx::query(insert).execute(store.pool()).await.unwrap_err();
+    for (error, kind) in [
+        (not_writable, ProblemKind::StoreUnavailable),
+        (locked, ProblemKind::StoreUnavailable),
+        (duplicate, ProblemKind::Internal),
+    ] {
+        let cause = error.to_string();
+        let handler: HandlerError<()> = error.into();
+        let p = idemgen_runtime::engine::handler_problem(&handler, true).unwrap();
+        assert_eq!(p.kind(), kind, "{cause}");
+        let body = String::from_utf8(p.body_json()).unwrap();
+        assert!(!body.contains("code:") && !body.contains("database"), "{body}");
+        assert_eq!(p.internal(), Some(cause.as_str()));
+    }
+}
+
 /// A writer holding the file's write lock longer than `busy_timeout` makes the claim fail with
 /// `LockTimeout`, answered 503 (the client retries with the same key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
