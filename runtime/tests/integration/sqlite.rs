@@ -455,7 +455,10 @@ async fn sqlite_a_handlers_database_failures_are_classified_without_database_tex
         let p = idemgen_runtime::engine::handler_problem(&handler, true).unwrap();
         assert_eq!(p.kind(), kind, "{cause}");
         let body = String::from_utf8(p.body_json()).unwrap();
-        assert!(!body.contains("code:") && !body.contains("database"), "{body}");
+        assert!(
+            !body.contains("code:") && !body.contains("database"),
+            "{body}"
+        );
         assert_eq!(p.internal(), Some(cause.as_str()));
     }
 }
