@@ -971,7 +971,7 @@ async fn sqlite_processes_sharing_a_file_write_once_per_key() {
         })
         .await
         .unwrap();
-        let mut executed = vec![0; SHARED_KEYS];
+        let mut executed = [0; SHARED_KEYS];
         let mut bodies: Vec<HashSet<String>> = vec![HashSet::new(); SHARED_KEYS];
         let mut outcomes = 0;
         for out in outputs {
