@@ -158,7 +158,11 @@ fn scaffold_store_sqlite_writes_a_service_on_a_file() {
     assert!(!served.contains("PgStore") && !served.contains("DATABASE_URL"));
     let postgres = run("postgres");
     assert_eq!(postgres.status.code(), Some(0));
-    assert!(std::fs::read_to_string(&main).unwrap().contains("PgStore::new"));
+    assert!(
+        std::fs::read_to_string(&main)
+            .unwrap()
+            .contains("PgStore::new")
+    );
     let unknown = run("mysql");
     assert_eq!(unknown.status.code(), Some(2));
     assert!(text(&unknown.stderr).contains("possible values: postgres, sqlite"));
