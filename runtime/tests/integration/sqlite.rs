@@ -365,6 +365,66 @@ async fn sqlite_storm_many_keys_two_stores_on_one_file_in_transaction() {
     );
 }
 
+/// Retention on SQLite: 10,000 expired records are deleted in batches of [`CLEANUP_BATCH`], each
+/// its own short write transaction, while 50 live attempts execute; unexpired records stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_cleanup_drains_expired_rows_in_batches_while_claims_proceed() {
+    use idemgen_runtime::retention::{CLEANUP_BATCH, purge_expired};
+    let env = sqlite_env(config(Strategy::SeparateClaim)).await;
+    let Ledger::Sqlite(pool, _) = &env.ledger else {
+        unreachable!()
+    };
+    for (prefix, n, expires) in [("old", 10_000, "- 3600000"), ("young", 100, "+ 86400000")] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < {n})
+             INSERT INTO idempotency_records (scope_hash, owner, operation, idempotency_key, state,
+                 fingerprint, fingerprint_version, claim_token, claimed_at, response_status,
+                 response_headers, response_body, completed_at, expires_at)
+             SELECT randomblob(32), 'carol', 'createThing', '{prefix}-' || i, 'completed',
+                    'hs2:x', 1, randomblob(16), 0, 201, '[]', x'', 0,
+                    CAST(unixepoch('subsec') * 1000 AS INTEGER) {expires}
+               FROM g"
+        )))
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    let store = env.exec.store();
+    assert_eq!(
+        store.purge_expired_batch(CLEANUP_BATCH).await.unwrap(),
+        CLEANUP_BATCH as u64,
+        "one statement deletes one batch"
+    );
+    let claims = {
+        let env = env.clone();
+        tokio::spawn(async move {
+            let mut executed = 0;
+            for i in 0..50 {
+                let req = request(scope("alice", &format!("live-{i}")), json!({}), 1);
+                let o = attempt(&env, req, Plan::created("live")).await.unwrap();
+                if o.disposition == Disposition::Executed {
+                    executed += 1;
+                }
+            }
+            executed
+        })
+    };
+    let deleted = purge_expired(store).await.unwrap();
+    assert_eq!(claims.await.unwrap(), 50, "claims proceeded during cleanup");
+    assert_eq!(deleted, 10_000 - CLEANUP_BATCH as u64);
+    let count = |owner: &'static str| {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM idempotency_records WHERE owner = ?1")
+            .bind(owner)
+            .fetch_one(pool)
+    };
+    assert_eq!(
+        count("carol").await.unwrap(),
+        100,
+        "unexpired records are kept"
+    );
+    assert_eq!(count("alice").await.unwrap(), 50);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Problem answers.
 // ---------------------------------------------------------------------------------------------
