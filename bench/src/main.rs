@@ -18,6 +18,11 @@
 //! Per scenario and client count: throughput, p50/p99 latency, and per request: commits
 //! (`pg_stat_database`), statements (`pg_stat_statements`, when the server ships it) and WAL
 //! flushes (`pg_stat_wal.wal_sync`).
+//!
+//! `--sqlite` runs the same comparison on `SqliteStore` instead, against SQLite floors, with no
+//! PostgreSQL (`sqlite.rs`).
+
+mod sqlite;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +57,9 @@ struct Args {
     /// Run only these scenarios (besides the two floors, which every ratio needs).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// The SQLite store against SQLite floors (one file, WAL, synchronous=FULL), no PostgreSQL.
+    #[arg(long)]
+    sqlite: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -62,9 +70,11 @@ struct ScenarioResult {
     throughput_rps: f64,
     p50_ms: f64,
     p99_ms: f64,
-    commits_per_request: f64,
+    /// PostgreSQL only (`pg_stat_database`).
+    commits_per_request: Option<f64>,
     statements_per_request: Option<f64>,
-    wal_flushes_per_request: f64,
+    /// PostgreSQL only (`pg_stat_wal`).
+    wal_flushes_per_request: Option<f64>,
     ratio_to_plain: Option<f64>,
     ratio_to_plus_row: Option<f64>,
     /// `same_key_storm` only: committed business writes per key (must be 1).
@@ -280,12 +290,12 @@ impl Bench {
             p50_ms: percentile(&lat, 0.50),
             p99_ms: percentile(&lat, 0.99),
             // The two counter reads themselves commit once each.
-            commits_per_request: per(after.commits - before.commits - 2),
+            commits_per_request: Some(per(after.commits - before.commits - 2)),
             statements_per_request: match (before.statements, after.statements) {
                 (Some(b), Some(a)) => Some(per(a - b - 8)),
                 _ => None,
             },
-            wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
+            wal_flushes_per_request: Some(per(after.wal_syncs - before.wal_syncs)),
             ratio_to_plain: None,
             ratio_to_plus_row: None,
             writes_per_key: None,
@@ -430,9 +440,9 @@ impl Bench {
             throughput_rps: attempts as f64 / self.seconds,
             p50_ms: percentile(&lat, 0.5),
             p99_ms: percentile(&lat, 0.99),
-            commits_per_request: per(after.commits - before.commits - 2),
+            commits_per_request: Some(per(after.commits - before.commits - 2)),
             statements_per_request: None,
-            wal_flushes_per_request: per(after.wal_syncs - before.wal_syncs),
+            wal_flushes_per_request: Some(per(after.wal_syncs - before.wal_syncs)),
             ratio_to_plain: None,
             ratio_to_plus_row: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
@@ -448,16 +458,18 @@ fn markdown(report: &Report) -> String {
     );
     for s in &report.scenarios {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
             s.name,
             s.clients,
             s.throughput_rps,
             s.p50_ms,
             s.p99_ms,
-            s.commits_per_request,
+            s.commits_per_request
+                .map_or("–".into(), |v| format!("{v:.2}")),
             s.statements_per_request
                 .map_or("–".into(), |v| format!("{v:.2}")),
-            s.wal_flushes_per_request,
+            s.wal_flushes_per_request
+                .map_or("–".into(), |v| format!("{v:.2}")),
             s.ratio_to_plain.map_or("–".into(), |v| format!("{v:.2}")),
             s.ratio_to_plus_row
                 .map_or("–".into(), |v| format!("{v:.2}")),
@@ -470,6 +482,20 @@ fn markdown(report: &Report) -> String {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.sqlite {
+        let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let report = Report {
+            server: "SQLite file (WAL, synchronous=FULL)".into(),
+            seconds_per_run: args.seconds,
+            scenarios: sqlite::run(args.seconds, &args.clients, wanted).await?,
+        };
+        println!("{}", markdown(&report));
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
+    }
     // fsync stays ON: commits cost what they cost in production.
     let (cluster, db) = match std::env::var("DATABASE_URL") {
         Ok(url) if !url.is_empty() => (None, TestDb::new().await.map_err(anyhow::Error::msg)?),

@@ -12,6 +12,27 @@ use crate::emit::EmitError;
 use crate::ir::Api;
 use crate::ir::names::is_keyword;
 
+/// Where a scaffolded service keeps its transactions and idempotency records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// `idemgen_runtime::PgStore`; the `main.rs` connects a pool to `DATABASE_URL`.
+    #[default]
+    Postgres,
+    /// `idemgen_runtime::SqliteStore` (the runtime's `sqlite` feature); the `main.rs` opens a
+    /// database file (`DATABASE_PATH`), no server.
+    Sqlite,
+}
+
+impl StoreKind {
+    /// The store's type at the runtime's root.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            StoreKind::Postgres => "PgStore",
+            StoreKind::Sqlite => "SqliteStore",
+        }
+    }
+}
+
 /// What `idemgen scaffold` writes besides the skeleton: a `main.rs` serving the service.
 #[derive(Debug, Clone)]
 pub struct MainFile {
@@ -25,13 +46,14 @@ pub struct MainFile {
 
 /// Checks the spec like `build` does and, when it has no errors, plans the skeleton at `out`
 /// (reaching the generated module at `module`, e.g. `crate::api`) and, with `main`, the
-/// `main.rs`. Nothing is planned from a spec with errors: the skeleton would implement a trait
-/// `build` refuses to generate.
+/// `main.rs`, both on `store`. Nothing is planned from a spec with errors: the skeleton would
+/// implement a trait `build` refuses to generate.
 pub fn plan(
     spec_path: &Path,
     out: &Path,
     module: &str,
     main: Option<&MainFile>,
+    store: StoreKind,
     config: &Config,
 ) -> Result<Plan, BuildError> {
     let checked = check_and_lower(spec_path, config)?;
@@ -40,12 +62,12 @@ pub fn plan(
         let template = |e: askama::Error| BuildError::Emit(EmitError::new(e.to_string()));
         files.push(GeneratedFile {
             path: out.to_path_buf(),
-            contents: render(api, module).map_err(template)?,
+            contents: render_for(api, module, store).map_err(template)?,
         });
         if let Some(main) = main {
             files.push(GeneratedFile {
                 path: main.path.clone(),
-                contents: render_main(api, &main.api_module, &main.service_module)
+                contents: render_main_for(api, &main.api_module, &main.service_module, store)
                     .map_err(template)?,
             });
         }
@@ -84,6 +106,7 @@ pub struct ScaffoldOperation {
 struct Skeleton<'a> {
     title: &'a str,
     module: &'a str,
+    store: &'a str,
     service: String,
     trait_name: &'a str,
     has_tx: bool,
@@ -108,6 +131,15 @@ struct Main<'a> {
     service: String,
 }
 
+#[derive(Template)]
+#[template(path = "main_sqlite.rs.askama", escape = "none")]
+struct SqliteMain<'a> {
+    title: &'a str,
+    api_module: &'a str,
+    service_module: &'a str,
+    service: String,
+}
+
 /// A `main.rs` serving the generated router (module `api_module`) with the skeleton's service
 /// (module `service_module`) on PostgreSQL: pool, runtime migrations, executor, a development
 /// authenticator to replace, graceful shutdown.
@@ -116,13 +148,35 @@ pub fn render_main(
     api_module: &str,
     service_module: &str,
 ) -> Result<String, askama::Error> {
-    Main {
-        title: &api.title,
-        api_module,
-        service_module,
-        service: api.service_name.clone(),
+    render_main_for(api, api_module, service_module, StoreKind::Postgres)
+}
+
+/// [`render_main`] on `store`: with [`StoreKind::Sqlite`], the store opens a database file
+/// instead of connecting a pool (same authenticator, serving and shutdown).
+pub fn render_main_for(
+    api: &Api,
+    api_module: &str,
+    service_module: &str,
+    store: StoreKind,
+) -> Result<String, askama::Error> {
+    let service = api.service_name.clone();
+    let title = &api.title;
+    match store {
+        StoreKind::Postgres => Main {
+            title,
+            api_module,
+            service_module,
+            service,
+        }
+        .render(),
+        StoreKind::Sqlite => SqliteMain {
+            title,
+            api_module,
+            service_module,
+            service,
+        }
+        .render(),
     }
-    .render()
     .map(with_final_newline)
 }
 
@@ -134,8 +188,14 @@ fn with_final_newline(mut text: String) -> String {
     text
 }
 
-/// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`).
+/// The skeleton for `api`, reaching the generated module at `module` (e.g. `crate::api`), on
+/// PostgreSQL.
 pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
+    render_for(api, module, StoreKind::Postgres)
+}
+
+/// [`render`] on `store` (the skeleton's `type Store`).
+pub fn render_for(api: &Api, module: &str, store: StoreKind) -> Result<String, askama::Error> {
     let service = api.service_name.clone();
     let operations = api
         .operations
@@ -155,6 +215,7 @@ pub fn render(api: &Api, module: &str) -> Result<String, askama::Error> {
     Skeleton {
         title: &api.title,
         module,
+        store: store.type_name(),
         service,
         trait_name: &api.trait_name,
         has_tx: api.operations.iter().any(|op| op.in_transaction()),

@@ -390,6 +390,16 @@ impl TxHandle<crate::store::PgStore> {
     }
 }
 
+#[cfg(feature = "sqlite")]
+impl TxHandle<crate::store::SqliteStore> {
+    /// The SQLite connection inside the attempt's write transaction (`BEGIN IMMEDIATE`), which
+    /// begins now if it was not yet: from here to the commit the attempt holds the file's write
+    /// lock, so other writers wait (see `SqliteStore`).
+    pub async fn conn(&mut self) -> Result<&mut sqlx_sqlite::SqliteConnection, StoreError> {
+        Ok(self.tx().await?.conn())
+    }
+}
+
 /// How an attempt holds its key while the handler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hold {

@@ -53,3 +53,35 @@ async fn legacy_version(conn: &mut PgConnection) -> Result<Option<i64>, MigrateE
             .await?;
     Ok(version)
 }
+
+/// sqlx's migrator over the embedded SQLite migrations (`migrations/sqlite/` of this package, a
+/// dialect of their own with their own versions), recording them in [`TABLE`] of the SQLite file.
+#[cfg(feature = "sqlite")]
+pub fn sqlite_migrator() -> Migrator {
+    let mut migrator = sqlx::migrate!("./migrations/sqlite");
+    migrator.dangerous_set_table_name(TABLE);
+    migrator
+}
+
+/// Applies the embedded SQLite migrations that are not applied yet, all inside one
+/// `BEGIN IMMEDIATE` transaction: SQLite's migrator takes no lock of its own, so processes opening
+/// the same file at once would otherwise race to create the tables; under the write lock the
+/// second waits (`busy_timeout`), then finds every version applied. Each migration is a savepoint
+/// in it, so a failure leaves the schema as it was.
+#[cfg(feature = "sqlite")]
+pub async fn migrate_sqlite(conn: &mut sqlx_sqlite::SqliteConnection) -> Result<(), MigrateError> {
+    use sqlx::{AssertSqlSafe, SqlSafeStr};
+    use sqlx_core::transaction::TransactionManager;
+    use sqlx_sqlite::SqliteTransactionManager as Manager;
+    Manager::begin(conn, Some(AssertSqlSafe("BEGIN IMMEDIATE").into_sql_str())).await?;
+    match sqlite_migrator().run_direct(None, conn, false).await {
+        Ok(()) => {
+            Manager::commit(conn).await?;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = Manager::rollback(conn).await;
+            Err(e)
+        }
+    }
+}

@@ -108,7 +108,8 @@ pub enum HandlerError<E> {
     Problem(Problem),
     /// Anything else: an opaque 500 whose cause is logged; a lost database connection is 503 and
     /// a PostgreSQL data exception (class 22, e.g. a NUL character in text) 400
-    /// `invalid_request`, neither with database text.
+    /// `invalid_request`, neither with database text. On SQLite a file locked past
+    /// `busy_timeout` or that cannot be written is 503.
     Internal(BoxError),
 }
 

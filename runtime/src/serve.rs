@@ -101,6 +101,16 @@ fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
         ProblemKind::ServiceUnavailable
     };
     let kind = if let Some(e) = error.downcast_ref::<sqlx::Error>() {
+        // SQLite's codes are not SQLSTATEs: a handler's write that found the file locked past
+        // `busy_timeout` or not writable is the store's 503, as the executor's own statements.
+        #[cfg(feature = "sqlite")]
+        if crate::store::sqlite::is_sqlite(e) {
+            let kind = match crate::store::sqlite::classify_ref(e) {
+                StoreError::Unavailable(_) | StoreError::LockTimeout => unavailable,
+                StoreError::Other(_) => ProblemKind::Internal,
+            };
+            return Problem::new(kind).with_internal(error.to_string());
+        }
         if let sqlx::Error::Database(db) = e
             && db.code().is_some_and(|c| c.starts_with("22"))
         {

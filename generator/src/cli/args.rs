@@ -146,17 +146,30 @@ pub struct ScaffoldArgs {
     /// How the generated module is reached from the skeleton.
     #[arg(long, value_name = "PATH", default_value = "crate::api")]
     pub module: String,
-    /// Also write a `main.rs` serving the router on PostgreSQL (pool, migrations, executor, a
-    /// development authenticator to replace, graceful shutdown), declaring the generated module
-    /// (the last segment of `--module`) and the skeleton's module (the stem of `--out`).
+    /// Also write a `main.rs` serving the router on the store (pool or file, migrations,
+    /// executor, a development authenticator to replace, graceful shutdown), declaring the
+    /// generated module (the last segment of `--module`) and the skeleton's module (the stem of
+    /// `--out`).
     #[arg(long, value_name = "FILE")]
     pub main: Option<PathBuf>,
+    /// Where the service keeps its transactions and idempotency records: `postgres` (PgStore, a
+    /// server at DATABASE_URL) or `sqlite` (SqliteStore, one file, no server; the runtime's
+    /// `sqlite` feature).
+    #[arg(long, value_enum, default_value_t = ScaffoldStore::Postgres)]
+    pub store: ScaffoldStore,
     /// The config file [default: idemgen.toml beside the spec, if present].
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Overwrite the file if it exists.
     #[arg(long)]
     pub force: bool,
+}
+
+// The stores of `scaffold --store`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScaffoldStore {
+    Postgres,
+    Sqlite,
 }
 
 // `idemgen fingerprint`.

@@ -6,7 +6,7 @@ use std::io::Write;
 use idemgen::Config;
 use idemgen::scaffold::{self, MainFile};
 
-use super::args::ScaffoldArgs;
+use super::args::{ScaffoldArgs, ScaffoldStore};
 use super::{CliError, report_findings};
 
 /// Checks the spec, renders the skeleton (and the `main.rs`) and writes them, refusing to
@@ -30,7 +30,18 @@ pub fn run(args: &ScaffoldArgs) -> Result<(), CliError> {
             .file_stem()
             .map_or_else(|| "service".into(), |s| s.to_string_lossy().into_owned()),
     });
-    let plan = scaffold::plan(&args.spec, &args.out, &args.module, main.as_ref(), &config)?;
+    let store = match args.store {
+        ScaffoldStore::Postgres => scaffold::StoreKind::Postgres,
+        ScaffoldStore::Sqlite => scaffold::StoreKind::Sqlite,
+    };
+    let plan = scaffold::plan(
+        &args.spec,
+        &args.out,
+        &args.module,
+        main.as_ref(),
+        store,
+        &config,
+    )?;
     report_findings(&plan.report)?;
     for file in &plan.files {
         if let Some(dir) = file.path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -96,6 +96,48 @@ fn scaffold_is_the_committed_snapshot() {
     assert!(!text.contains("todo!"));
 }
 
+/// `scaffold --store sqlite --main` on the SQLite example's spec: the skeleton, the `main.rs` and
+/// the generated module it serves, compiled (and linted) as the compile crate's binary
+/// `notes_sqlite`.
+#[test]
+fn sqlite_scaffold_is_the_committed_snapshot() {
+    use idemgen::scaffold::{StoreKind, render_for, render_main_for};
+    let spec = Path::new("../examples/notes/openapi.yaml");
+    let dir = Path::new("tests/compile/src/bin/notes_sqlite");
+    let config = Config::discover(spec, None).unwrap();
+    let module = build::plan(spec, &dir.join("api"), &config)
+        .unwrap()
+        .files
+        .remove(0);
+    assert!(module.path.ends_with("api/mod.rs"), "{:?}", module.path);
+    let loaded = idemgen::loader::load(spec).unwrap();
+    let api = idemgen::ir::Api::from_spec(&loaded, "Idempotency-Key");
+    let skeleton = render_for(&api, "crate::api", StoreKind::Sqlite).unwrap();
+    let main = render_main_for(&api, "api", "service", StoreKind::Sqlite).unwrap();
+    assert!(skeleton.contains("type Store = idemgen_runtime::SqliteStore;"));
+    assert!(main.contains("SqliteStore::open(&path)"));
+    assert!(!main.contains("PgStore") && !main.contains("DATABASE_URL"));
+    // The PostgreSQL skeleton differs in its store type only.
+    let postgres = render_for(&api, "crate::api", StoreKind::Postgres).unwrap();
+    assert_eq!(postgres.replace("PgStore", "SqliteStore"), skeleton);
+    for (name, text) in [
+        ("api/mod.rs", module.contents),
+        ("service.rs", skeleton),
+        ("main.rs", main),
+    ] {
+        let path = dir.join(name);
+        if bless() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap_or_default(),
+            text,
+            "{name}: the SQLite scaffold changed; review it and rerun with IDEMGEN_BLESS=1"
+        );
+    }
+}
+
 #[test]
 fn output_is_deterministic() {
     for name in FIXTURES {

@@ -124,6 +124,50 @@ fn scaffold_never_overwrites_without_force() {
     );
 }
 
+/// `--store sqlite`: the skeleton's store is `SqliteStore` and the `main.rs` opens a file (the
+/// compiled snapshot is `build::sqlite_scaffold_is_the_committed_snapshot`); a store the
+/// command does not know is a usage error.
+#[test]
+fn scaffold_store_sqlite_writes_a_service_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service, main) = (dir.path().join("service.rs"), dir.path().join("main.rs"));
+    let spec = "tests/fixtures/build/widgets/openapi.yaml";
+    let args = |store: &str| {
+        vec![
+            "scaffold".to_string(),
+            spec.into(),
+            "--out".into(),
+            service.display().to_string(),
+            "--main".into(),
+            main.display().to_string(),
+            "--store".into(),
+            store.into(),
+            "--force".into(),
+        ]
+    };
+    let run = |store: &str| {
+        let args = args(store);
+        idemgen(&args.iter().map(String::as_str).collect::<Vec<_>>(), None)
+    };
+    let sqlite = run("sqlite");
+    assert_eq!(sqlite.status.code(), Some(0), "{}", text(&sqlite.stderr));
+    let skeleton = std::fs::read_to_string(&service).unwrap();
+    assert!(skeleton.contains("type Store = idemgen_runtime::SqliteStore;"));
+    let served = std::fs::read_to_string(&main).unwrap();
+    assert!(served.contains("SqliteStore::open(&path)"), "{served}");
+    assert!(!served.contains("PgStore") && !served.contains("DATABASE_URL"));
+    let postgres = run("postgres");
+    assert_eq!(postgres.status.code(), Some(0));
+    assert!(
+        std::fs::read_to_string(&main)
+            .unwrap()
+            .contains("PgStore::new")
+    );
+    let unknown = run("mysql");
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown.stderr).contains("possible values: postgres, sqlite"));
+}
+
 /// Every `hs2-vector` and `hs1-vector` block of protocol.md, through the command line: `hs2` by
 /// default (what new records get), `hs1` with `--format hs1`.
 #[test]

@@ -1,7 +1,8 @@
-//! The store interface the executor runs on, and its two implementations.
+//! The store interface the executor runs on, and its implementations.
 //!
-//! [`PgStore`] is the real one; [`MemoryStore`] exists for users' unit tests. Both pass the same
-//! contract suite (`runtime/tests/integration/contract.rs`), under both strategies.
+//! [`PgStore`] is the server one; `SqliteStore` (feature `sqlite`) the embedded one, a file and no
+//! server; [`MemoryStore`] exists for users' unit tests. All pass the same contract suite
+//! (`runtime/tests/integration/contract.rs`), under both strategies.
 
 use std::time::Duration;
 
@@ -15,12 +16,16 @@ mod memory;
 mod pooler;
 pub(crate) mod postgres;
 mod record;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
 mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};
 pub use pooler::{Pooler, PoolerError};
 pub use postgres::{PgStore, PgTx};
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteStore, SqliteTx};
 pub use writer::{WriterHosts, WriterUrlError};
 
 /// What an attempt asks for when it claims a key.

@@ -1,6 +1,7 @@
 //! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
 //! `contract!` macro runs it on PostgreSQL (directly, and through PgBouncer in transaction and in
-//! session pooling mode) and in memory, separate-claim and in-transaction.
+//! session pooling mode), on SQLite (a temporary file) and in memory, separate-claim and
+//! in-transaction.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +42,14 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn pgbouncer_session_in_transaction() {
                 super::$case(pgbouncer_env(config(Strategy::InTransaction), PoolMode::Session).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite_separate_claim() {
+                super::$case(sqlite_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite_in_transaction() {
+                super::$case(sqlite_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn memory_separate_claim() {
@@ -229,7 +238,20 @@ async fn slow_handler_is_taken_over_and_its_write_rolled_back<S: Store + Clone>(
     tokio::time::sleep(Duration::from_millis(350)).await;
     let second = attempt(&env, req.clone(), Plan::created("fast")).await;
     let first = first.await.unwrap();
+    let sqlite = matches!(env.ledger, Ledger::Sqlite(..));
     match strategy {
+        Strategy::SeparateClaim if sqlite => {
+            // SQLite: the slow attempt holds the file's write lock from its first write to its
+            // commit, so the takeover (a write) waits for it, then finds the record completed and
+            // replays it: still one write, the slow one. A holder stalled *before* its first write
+            // is taken over (sqlite.rs, `a_stale_claim_holding_no_write_lock_is_taken_over`).
+            let second = second.unwrap();
+            assert_eq!(second.disposition, Disposition::Replayed);
+            assert_eq!(second.response.body, "made slow");
+            assert_eq!(first.unwrap().disposition, Disposition::Executed);
+            assert_eq!(env.ledger.count("slow").await, 1);
+            assert_eq!(env.ledger.count("fast").await, 0);
+        }
         Strategy::SeparateClaim => {
             let second = second.unwrap();
             assert_eq!(second.disposition, Disposition::TakenOver);

@@ -1,6 +1,12 @@
 //! Random schedules of concurrent attempts on a few keys, with takeovers (a short stale bound),
 //! handler failures, non-2xx answers, panics, stalled "zombie" handlers that resume after being
-//! taken over, and claims orphaned by a crashed process, on both stores and both strategies.
+//! taken over, and claims orphaned by a crashed process, on every store and both strategies.
+//!
+//! On SQLite a handler's first write takes the file's write lock until its commit, which every
+//! other writer waits for: its handlers wait (the delay, a zombie's stall) *before* writing, as a
+//! SQLite service's handlers should, and under the in-transaction strategy (whose transaction
+//! holds the lock from the gate on) a zombie, stalled far past every writer's `busy_timeout`,
+//! becomes a plain attempt.
 //! After each schedule: at most one committed business write per key, a completed record's
 //! stored response is the one that write produced, and a retry converges on exactly one write.
 
@@ -14,8 +20,8 @@ use idemgen_runtime::engine::{
     ClaimRequest, ClaimToken, Disposition, ExecuteError, HandlerFuture, RecordState,
 };
 use idemgen_runtime::{
-    Executor, ExecutorConfig, MemoryStore, PgStore, ProblemKind, Store, Strategy as ExecStrategy,
-    TxHandle,
+    Executor, ExecutorConfig, MemoryStore, PgStore, ProblemKind, SqliteStore, Store,
+    Strategy as ExecStrategy, TxHandle,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -88,6 +94,51 @@ trait World: Send + Sync + 'static {
     ) -> HandlerFuture<'a, i64, String>;
     /// The ids of the committed writes labelled `label`.
     fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>>;
+    /// Whether handlers wait before their write rather than after (SQLite: a write holds the
+    /// file's write lock until the commit).
+    fn waits_before_writing(&self) -> bool {
+        false
+    }
+    /// Whether an attempt stalled under `strategy` would hold every other writer off (SQLite's
+    /// one write lock, taken by the in-transaction gate): zombies then run as plain attempts.
+    fn stall_blocks_every_writer(&self, strategy: ExecStrategy) -> bool {
+        let _ = strategy;
+        false
+    }
+}
+
+struct SqliteWorld {
+    store: SqliteStore,
+    _dir: Arc<tempfile::TempDir>,
+}
+
+impl World for SqliteWorld {
+    type S = SqliteStore;
+    fn store(&self) -> SqliteStore {
+        self.store.clone()
+    }
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<SqliteStore>,
+        label: String,
+    ) -> HandlerFuture<'a, i64, String> {
+        Box::pin(async move {
+            sqlx::query_scalar("INSERT INTO business_writes (label) VALUES (?1) RETURNING id")
+                .bind(label)
+                .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+    fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>> {
+        Box::pin(sqlite_write_ids(self.store.pool(), label))
+    }
+    fn waits_before_writing(&self) -> bool {
+        true
+    }
+    fn stall_blocks_every_writer(&self, strategy: ExecStrategy) -> bool {
+        strategy == ExecStrategy::InTransaction
+    }
 }
 
 struct PgWorld {
@@ -187,19 +238,27 @@ fn handler<W: World>(
 + 'static {
     move |tx: &mut TxHandle<W::S>| {
         Box::pin(async move {
-            let id = world.write(tx, label).await?;
-            tokio::time::sleep(Duration::from_millis(step.delay)).await;
+            let wait = async {
+                tokio::time::sleep(Duration::from_millis(step.delay)).await;
+                if step.behaviour == Behaviour::Zombie
+                    && let Some(mut gate) = gate
+                {
+                    let _ = gate.wait_for(|woken| *woken).await;
+                }
+            };
+            let id = if world.waits_before_writing() {
+                wait.await;
+                world.write(tx, label).await?
+            } else {
+                let id = world.write(tx, label).await?;
+                wait.await;
+                id
+            };
             let status = match step.behaviour {
                 Behaviour::Fail => return Err("handler failed".to_owned()),
                 Behaviour::Panic => panic!("simulated handler crash (expected in this test)"),
-                Behaviour::Zombie => {
-                    if let Some(mut gate) = gate {
-                        let _ = gate.wait_for(|woken| *woken).await;
-                    }
-                    201
-                }
                 Behaviour::NotStored => 409,
-                Behaviour::Succeed | Behaviour::Orphan => 201,
+                Behaviour::Zombie | Behaviour::Succeed | Behaviour::Orphan => 201,
             };
             Ok(TestResponse {
                 status,
@@ -233,6 +292,19 @@ async fn run_schedule<W: World>(
     let mut tasks = Vec::new();
     let mut zombies = Vec::new();
     let mut orphans = Vec::new();
+    let steps: Vec<Step> = if world.stall_blocks_every_writer(strategy) {
+        steps
+            .into_iter()
+            .map(|mut s| {
+                if s.behaviour == Behaviour::Zombie {
+                    s.behaviour = Behaviour::Succeed;
+                }
+                s
+            })
+            .collect()
+    } else {
+        steps
+    };
     for step in steps.clone() {
         let (exec, world, req, label) =
             (exec.clone(), world.clone(), req(step.key), label(step.key));
@@ -429,6 +501,13 @@ fn pg_world() -> BoxFut<'static, PgWorld> {
     })
 }
 
+fn sqlite_world() -> BoxFut<'static, SqliteWorld> {
+    Box::pin(async {
+        let (store, dir) = fresh_sqlite().await;
+        SqliteWorld { store, _dir: dir }
+    })
+}
+
 fn mem_world() -> BoxFut<'static, MemWorld> {
     Box::pin(async {
         MemWorld {
@@ -447,6 +526,16 @@ fn interleavings_postgres_separate_claim() {
 #[test]
 fn interleavings_postgres_in_transaction() {
     run_cases(pg_world, ExecStrategy::InTransaction, 32);
+}
+
+#[test]
+fn interleavings_sqlite_separate_claim() {
+    run_cases(sqlite_world, ExecStrategy::SeparateClaim, 32);
+}
+
+#[test]
+fn interleavings_sqlite_in_transaction() {
+    run_cases(sqlite_world, ExecStrategy::InTransaction, 32);
 }
 
 #[test]

@@ -1,10 +1,15 @@
-//! idemgen-runtime integration tests: one binary, against real PostgreSQL (see idemgen-testdb).
+//! idemgen-runtime integration tests: one binary, against real PostgreSQL (see idemgen-testdb)
+//! and real SQLite files (`sqlite.rs`, the contract suite's sqlite rows; no server).
 
 /// Shared fixtures: stores, executors, a business writer and a test response codec.
 mod support;
 
 /// The store contract, run on both stores under both strategies.
 mod contract;
+
+/// The SQLite store (no server): the model's assumptions on SQLite's locking, storms, cancellation,
+/// problem answers, kill -9 of a writer process mid-transaction, processes sharing one file.
+mod sqlite;
 
 /// Real concurrency on PostgreSQL: one key, many simultaneous attempts.
 mod concurrency;

@@ -10,7 +10,11 @@
 //! The in-doubt transaction holds the row lock of its completion's `UPDATE` until the server
 //! decides, so any statement that writes the record (a release, a takeover, another completion)
 //! waits for it and then re-checks its guard on the row as it is (READ COMMITTED): the model
-//! blocks those steps while a transaction is in doubt.
+//! blocks those steps while a transaction is in doubt. On SQLite the file's write lock, held by
+//! every write transaction from its `BEGIN IMMEDIATE`, plays that part for the whole file; the
+//! assumptions the model makes of the store are checked against SQLite's locking in `sqlite.rs`
+//! (a release waits for an open completion and re-checks, gates and claims ordered by the lock,
+//! the token guard after a takeover).
 //!
 //! Properties (protocol.md, "States and transitions"):
 //! - never two committed business writes for one key;

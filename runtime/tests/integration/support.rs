@@ -10,7 +10,8 @@ use idemgen_runtime::engine::{
     StoredResponse,
 };
 use idemgen_runtime::{
-    Executor, ExecutorConfig, MemoryStore, PgStore, Pooler, Store, Strategy, TxHandle,
+    Executor, ExecutorConfig, MemoryStore, PgStore, Pooler, SqlitePool, SqliteStore, Store,
+    Strategy, TxHandle,
 };
 use idemgen_testdb::{PgBouncer, PoolMode, TestDb};
 use sqlx::postgres::PgPoolOptions;
@@ -98,10 +99,32 @@ impl Business<MemoryStore> for MemBusiness {
     }
 }
 
+struct SqliteBusiness;
+
+impl Business<SqliteStore> for SqliteBusiness {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<SqliteStore>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String> {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO business_writes (label) VALUES (?1)")
+                .bind(label)
+                .execute(tx.conn().await.map_err(|e| e.to_string())?)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 /// Which committed business writes exist.
 pub enum Ledger {
     Pg(sqlx::PgPool),
     Mem(Arc<Mutex<Vec<String>>>),
+    /// A SQLite file's pool, and the temporary directory the file lives in (removed when the
+    /// last clone goes).
+    Sqlite(SqlitePool, Arc<tempfile::TempDir>),
 }
 
 impl Ledger {
@@ -117,6 +140,7 @@ impl Ledger {
                 n as usize
             }
             Ledger::Mem(log) => log.lock().unwrap().iter().filter(|l| *l == label).count(),
+            Ledger::Sqlite(pool, _) => sqlite_write_ids(pool, label).await.len(),
         }
     }
 }
@@ -136,6 +160,7 @@ impl<S: Store> Clone for Env<S> {
             ledger: match &self.ledger {
                 Ledger::Pg(p) => Ledger::Pg(p.clone()),
                 Ledger::Mem(m) => Ledger::Mem(m.clone()),
+                Ledger::Sqlite(p, dir) => Ledger::Sqlite(p.clone(), dir.clone()),
             },
         }
     }
@@ -175,6 +200,69 @@ pub fn mem_env(config: ExecutorConfig) -> Env<MemoryStore> {
         exec: Executor::new(MemoryStore::new(), config),
         ledger: Ledger::Mem(business.0.clone()),
         business: Arc::new(business),
+    }
+}
+
+/// A fresh SQLite file in its own temporary directory, opened by the store (migrated, WAL), with
+/// a business table. No server of any kind.
+pub async fn fresh_sqlite() -> (SqliteStore, Arc<tempfile::TempDir>) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = SqliteStore::open(dir.path().join("idemgen.db"))
+        .await
+        .expect("opening the SQLite store");
+    sqlx::query(
+        "CREATE TABLE business_writes (id INTEGER PRIMARY KEY AUTOINCREMENT, label TEXT NOT NULL)",
+    )
+    .execute(store.pool())
+    .await
+    .expect("business table");
+    (store, Arc::new(dir))
+}
+
+pub fn sqlite_business() -> Arc<dyn Business<SqliteStore>> {
+    Arc::new(SqliteBusiness)
+}
+
+pub async fn sqlite_env(config: ExecutorConfig) -> Env<SqliteStore> {
+    let (store, dir) = fresh_sqlite().await;
+    Env {
+        ledger: Ledger::Sqlite(store.pool().clone(), dir),
+        exec: Executor::new(store, config),
+        business: Arc::new(SqliteBusiness),
+    }
+}
+
+/// The ids of the committed business rows labelled `label` in a SQLite file.
+pub async fn sqlite_write_ids(pool: &SqlitePool, label: &str) -> Vec<i64> {
+    sqlx::query_scalar("SELECT id FROM business_writes WHERE label = ?1 ORDER BY id")
+        .bind(label)
+        .fetch_all(pool)
+        .await
+        .expect("reading business writes")
+}
+
+/// [`pg_slow_id_writer`] on SQLite: one business row, a body naming its id, then `delay`.
+pub fn sqlite_slow_id_writer(
+    label: String,
+    delay: Duration,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<SqliteStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    move |tx: &mut TxHandle<SqliteStore>| {
+        Box::pin(async move {
+            let id: i64 =
+                sqlx::query_scalar("INSERT INTO business_writes (label) VALUES (?1) RETURNING id")
+                    .bind(&label)
+                    .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            tokio::time::sleep(delay).await;
+            Ok(TestResponse {
+                status: 201,
+                body: format!("write {id}"),
+                headers: vec![],
+            })
+        })
     }
 }
 
