@@ -122,7 +122,9 @@ fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
             StoreError::Unavailable(_) => unavailable,
             _ => ProblemKind::Internal,
         }
-    } else if let Some(StoreError::Unavailable(_)) = error.downcast_ref::<StoreError>() {
+    } else if let Some(StoreError::Unavailable(_) | StoreError::LockTimeout) =
+        error.downcast_ref::<StoreError>()
+    {
         unavailable
     } else {
         ProblemKind::Internal

@@ -337,7 +337,9 @@ macro_rules! stale {
 /// pooler, its wrapping transaction) and never reaches the business transaction or another
 /// client's server connection. Why it is safe: protocol.md, "Durability of claims". Takeovers
 /// and releases keep the session's setting: they are rare, and a release lost in a crash would
-/// hold its key, for a holder still alive, until `stale_claim`.
+/// hold its key, for a holder still alive, until `stale_claim` (behind a transaction pooler a
+/// takeover shares the claim's wrapping transaction and commits asynchronously with it: safe, as
+/// the taker's business commit flushes it).
 macro_rules! async_commit {
     ($sync:literal) => {
         concat!(

@@ -171,7 +171,23 @@ async fn separate_claim_replays_of_a_seen_key_are_one_read_and_fresh_keys_claim_
         plan.delay = std::time::Duration::from_millis(2_500);
         tokio::spawn(async move { attempt(&first, busy, plan).await })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Until the slow attempt holds its claim (a fixed sleep is not enough on a loaded machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let claimed: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM idempotency_records WHERE state = 'claimed'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if claimed == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slow attempt never claimed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let waited = attempt(&first, busy.clone(), Plan::created("never")).await;
     assert!(
         matches!(&waited, Err(e) if format!("{e:?}").contains("InFlight")),
