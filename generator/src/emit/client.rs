@@ -316,6 +316,7 @@ fn method(op: &OperationIr) -> TokenStream {
         ));
     }
     let path = path_expr(op);
+    let key_query = key_query_stmts(op);
     let http_method = format_ident!("{}", op.http_method.to_ascii_uppercase());
     let declares_429 = op
         .responses
@@ -435,6 +436,7 @@ fn method(op: &OperationIr) -> TokenStream {
             options: &#support::CallOptions,
         ) -> ::std::result::Result<#support::Reply<#success>, #support::Error<#error>> {
             let call = #support::Call::new(#support::Method::#http_method, #path, #repeat);
+            #key_query
             #(#params)*
             #body
             let answer = self.inner.send(call, options).await?;
@@ -501,11 +503,66 @@ fn construct(r: &ResponseIr, enum_name: &Ident) -> TokenStream {
     }
 }
 
+/// A `paths` key split as a URL: the path, and the pairs of a query written into it
+/// (`/responses?beta=true`), percent-decoded, since the client encodes each pair it sends. A
+/// fragment (`#shared`) is never sent, so it is dropped, and the query before it kept. Such keys
+/// are `path-unroutable`'s; with the rule off the client still calls them as written.
+fn split_key(key: &str) -> (&str, Vec<(String, String)>) {
+    let key = key.split_once('#').map_or(key, |(before, _)| before);
+    let Some((path, query)) = key.split_once('?') else {
+        return (key, Vec::new());
+    };
+    let pairs = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(name), percent_decode(value))
+        })
+        .collect();
+    (path, pairs)
+}
+
+/// `text` with its `%XX` escapes decoded (an invalid one, or invalid UTF-8, kept as written).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+/// The query pairs written into the operation's key, added to `call` before its parameters.
+fn key_query_stmts(op: &OperationIr) -> TokenStream {
+    let (_, pairs) = split_key(&op.path);
+    let stmts = pairs.iter().map(|(name, value)| {
+        let (name, value) = (Literal::string(name), Literal::string(value));
+        quote!(let call = call.query(#name, ::std::string::String::from(#value));)
+    });
+    quote!(#(#stmts)*)
+}
+
 /// The path, with each parameter percent-encoded into its segment.
 fn path_expr(op: &OperationIr) -> TokenStream {
     let mut template = String::new();
     let mut values = Vec::new();
-    let mut rest = op.path.as_str();
+    let (path, _) = split_key(&op.path);
+    let mut rest = path;
     while let Some(open) = rest.find('{') {
         let Some(close) = rest[open..].find('}') else {
             break;
@@ -526,7 +583,7 @@ fn path_expr(op: &OperationIr) -> TokenStream {
         rest = &rest[open + close + 1..];
     }
     if values.is_empty() {
-        let path = Literal::string(&op.path);
+        let path = Literal::string(path);
         return quote!(::std::string::String::from(#path));
     }
     template.push_str(&rest.replace('{', "{{").replace('}', "}}"));

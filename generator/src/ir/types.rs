@@ -198,8 +198,9 @@ pub struct Field {
     /// through (see [`imply_tags`]): no Rust field, since the union's variant implies it (serde
     /// writes and checks it). It still counts in the lock's shape: the JSON is the same.
     pub implied_tag: bool,
-    /// A required array part of a multipart body: RFC 7578 sends one part per item and cannot
-    /// spell an empty array, so the server reads an absent part as the empty array.
+    /// A required array part of a multipart body sent one part per item: RFC 7578 cannot spell
+    /// an empty array that way, so the server reads an absent part as the empty array. Not an array
+    /// sent as one JSON part (`contentType: application/json`), which can spell `[]`.
     pub absent_is_empty: bool,
 }
 
@@ -627,7 +628,10 @@ impl<'s> TypeSpace<'s> {
                 PartKind::File { many: false } => Checks::of(property.node),
                 _ => Checks::of(part.schema.node),
             };
-            let absent_is_empty = required && matches!(ty, TypeRef::Vec(_));
+            // One JSON part (`contentType: application/json`) spells `[]`: absent is absent.
+            let absent_is_empty = required
+                && matches!(ty, TypeRef::Vec(_))
+                && !matches!(part.kind, PartKind::Json { declared: true });
             fields.push(Field {
                 name: ns.claim(&snake_name(wire)),
                 wire: wire.to_string(),

@@ -122,8 +122,9 @@ fn problem<'a>(
             _ => None,
         },
         "query" => {
-            // A `content` parameter is one value in its media type, not a style.
-            let site = here(param.get("schema")?);
+            let Some(site) = param.get("schema").map(here) else {
+                return content_problem(spec, p, name);
+            };
             let schema = spec.deref(site);
             match shape(spec, schema) {
                 Shape::Scalar => None,
@@ -162,4 +163,28 @@ fn problem<'a>(
         }
         _ => None,
     }
+}
+
+/// A `content` query parameter is one value in its media type, not a style: read and sent as one
+/// string, as written, unless its schema is an array of scalars, which the generated code types
+/// as a list and reads and sends as one pair per item.
+fn content_problem<'a>(
+    spec: &'a LoadedSpec,
+    p: &Parameter<'a>,
+    name: &str,
+) -> Option<(NodeRef<'a>, String)> {
+    let (media_type, media) = p.node.node.get("content")?.as_map()?.entries().first()?;
+    let site = NodeRef {
+        file: p.node.file,
+        node: media.get("schema")?,
+    };
+    (shape(spec, spec.deref(site)) == Shape::Array).then(|| {
+        (
+            site,
+            format!(
+                "query parameter `{name}` is one `{}` array (`content`), but the generated code reads and sends one `{name}=` pair per item (`?{name}=a&{name}=b`)",
+                media_type.text
+            ),
+        )
+    })
 }

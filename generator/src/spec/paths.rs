@@ -9,7 +9,8 @@
 //! `{a}-{b}`), an empty or unclosed `{…}`, and a template that differs from an earlier one only
 //! in its parameters' names (`/files/{id}` after `/files/{file_id}`). A `?` or `#` in a key is
 //! refused before that: a query or fragment is not part of a URL path, and a router would match
-//! it literally (a dead route) or not at all. The rule `path-unroutable` reports each, and the
+//! it literally (a dead route) or not at all. So is a path of more than 25 parameters, on which
+//! that matchit panics (axum would too, at start-up), rather than return an error. The rule `path-unroutable` reports each, and the
 //! generated router leaves such paths out, so that even with the rule turned off no generated
 //! router panics.
 
@@ -34,6 +35,7 @@ pub fn unroutable(spec: &LoadedSpec) -> Vec<Unroutable<'_>> {
         return Vec::new();
     };
     let mut router = matchit::Router::new();
+    let mut routed: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for (key, item) in paths.entries() {
         if key.text.starts_with("x-") {
@@ -51,18 +53,64 @@ pub fn unroutable(spec: &LoadedSpec) -> Vec<Unroutable<'_>> {
         if !has_operation {
             continue;
         }
-        if let Err(reason) = route_problem(&key.text).map_or_else(
-            || {
-                router
-                    .insert(key.text.as_str(), ())
-                    .map_err(|e| insert_reason(&key.text, &e))
-            },
-            Err,
-        ) {
-            out.push(Unroutable { key, reason });
+        let verdict = match route_problem(&key.text) {
+            Some(reason) => Err(reason),
+            None => insert(&mut router, &routed, &key.text),
+        };
+        match verdict {
+            Ok(()) => routed.push(key.text.as_str()),
+            Err(reason) => out.push(Unroutable { key, reason }),
         }
     }
     out
+}
+
+/// Inserts `path` into `router` (which holds `routed`), as axum would.
+///
+/// `route_problem` keeps every path matchit 0.8.4 is known to panic on away from it; should
+/// another version panic where this one returns an error, the panic is caught here as a last
+/// line of defence (free unless it happens; the panic hook still prints its message) and the
+/// path reported, and the router is rebuilt from `routed`, since a panic may have left it half
+/// changed.
+fn insert(router: &mut matchit::Router<()>, routed: &[&str], path: &str) -> Result<(), String> {
+    let attempt =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| router.insert(path, ())));
+    match attempt {
+        Ok(inserted) => inserted.map_err(|e| insert_reason(path, &e)),
+        Err(_) => {
+            *router = matchit::Router::new();
+            for earlier in routed {
+                // Each was inserted once already, into a router holding the same paths before it.
+                let _ = router.insert(*earlier, ());
+            }
+            Err("the router panicked on it (axum would panic at start-up)".to_string())
+        }
+    }
+}
+
+/// The most parameters axum's router (matchit 0.8.4, which names them `a` to `z` internally)
+/// accepts in one path; it panics on more.
+const MAX_PARAMS: usize = 25;
+
+/// How many `{name}` parameters `path` holds as matchit counts them: `{{` and `}}` are escaped
+/// braces, and a catch-all (`{*rest}`) is not renamed, so not counted.
+fn param_count(path: &str) -> usize {
+    let bytes = path.as_bytes();
+    let mut count = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'{' {
+            if bytes.get(i + 1) == Some(&b'{') {
+                i += 2;
+                continue;
+            }
+            if bytes.get(i + 1) != Some(&b'*') {
+                count += 1;
+            }
+        }
+        i += 1;
+    }
+    count
 }
 
 /// What is wrong with `path` before any routing: what axum checks itself, and a query or
@@ -89,6 +137,12 @@ fn route_problem(path: &str) -> Option<String> {
         return Some(format!(
             "its segment `{segment}` starts with `{}`, which axum refuses (write a parameter as `{{name}}`)",
             &segment[..1]
+        ));
+    }
+    let params = param_count(path);
+    if params > MAX_PARAMS {
+        return Some(format!(
+            "it has {params} parameters: axum's router accepts at most {MAX_PARAMS} parameters in a path"
         ));
     }
     None
@@ -138,5 +192,14 @@ mod tests {
         );
         assert!(route_problem("/a/:id").unwrap().contains("`:id`"));
         assert!(route_problem("/a/x:cancel").is_none());
+        let params = |n: usize| (0..n).map(|i| format!("/{{p{i}}}")).collect::<String>();
+        assert!(route_problem(&params(25)).is_none());
+        assert!(
+            route_problem(&params(26))
+                .unwrap()
+                .contains("26 parameters: axum's router accepts at most 25")
+        );
+        // Escaped braces and a catch-all are not parameters matchit renames.
+        assert_eq!(param_count("/{{x}}/{a}/{*rest}"), 1);
     }
 }

@@ -9,8 +9,15 @@ use idemgen::Config;
 use idemgen::build::{self, Drift, GeneratedFile};
 
 /// The fixtures under `tests/fixtures/build`, each compiled as `tests/compile/src/<name>`.
-const FIXTURES: [&str; 7] = [
-    "defaults", "forms", "patterns", "security", "shapes", "uploads", "widgets",
+const FIXTURES: [&str; 8] = [
+    "defaults",
+    "forms",
+    "patterns",
+    "security",
+    "shapes",
+    "unroutable",
+    "uploads",
+    "widgets",
 ];
 
 fn spec(name: &str) -> PathBuf {

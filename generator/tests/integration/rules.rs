@@ -151,7 +151,8 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "path-unroutable@34:3",
         ],
     );
-    // Scalars with `explode: false`, exploded arrays, `content` and headers are read as written.
+    // Scalars with `explode: false`, exploded arrays, a `content` object and headers are read as
+    // written; a `content` array is not (one pair per item, not one JSON value).
     case(
         "rules/parameter-unsupported.yaml",
         &[
@@ -161,6 +162,7 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "parameter-unsupported@12:42",
             "parameter-unsupported@13:44",
             "parameter-unsupported@14:44",
+            "parameter-unsupported@18:72",
         ],
     );
     // An empty `callbacks: {}` says nothing and is not reported.

@@ -303,3 +303,58 @@ components:
     let response = fields(&before, "CreateThing200Response");
     assert_eq!(response["state"].0, named("OwnerState"));
 }
+
+/// A required array part sent one part per item reads absent as `[]` (RFC 7578 cannot spell an
+/// empty array that way); one sent as a single JSON part can spell `[]`, so absent stays absent
+/// (the decoder's "the part is required", a 400), and its field gets no `#[serde(default)]`.
+#[test]
+fn only_a_required_array_sent_part_by_part_reads_absent_as_empty() {
+    let api = api(r#"
+openapi: 3.1.0
+info: { title: Things, version: 1.0.0 }
+paths:
+  /things:
+    post:
+      operationId: createThing
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema:
+              type: object
+              required: [tags, lines]
+              properties:
+                tags: { type: array, items: { type: string } }
+                lines: { type: array, items: { type: object, properties: { sku: { type: string } } } }
+            encoding:
+              lines: { contentType: application/json }
+      responses:
+        '204': { description: Done. }
+"#);
+    let body = api
+        .types
+        .iter()
+        .find_map(|t| match &t.kind {
+            TypeKind::Struct { fields, .. } if fields.iter().any(|f| f.wire == "lines") => {
+                Some(fields)
+            }
+            _ => None,
+        })
+        .expect("the body's struct");
+    let absent_is_empty: BTreeMap<&str, bool> = body
+        .iter()
+        .map(|f| (f.wire.as_str(), f.absent_is_empty))
+        .collect();
+    assert_eq!(
+        absent_is_empty,
+        BTreeMap::from([("lines", false), ("tags", true)])
+    );
+    let module = idemgen::emit::emit(&api, "openapi.yaml").expect("emits");
+    let field = |name: &str| {
+        let end = module.find(&format!("pub {name}:")).expect("the field");
+        let start = module[..end].rfind(',').expect("a field before it");
+        module[start..end].to_string()
+    };
+    assert!(field("tags").contains("#[serde(default)]"), "{module}");
+    assert!(!field("lines").contains("#[serde(default)]"), "{module}");
+}

@@ -23,6 +23,10 @@ pub mod shapes;
 #[rustfmt::skip]
 pub mod shapes_client;
 #[rustfmt::skip]
+pub mod unroutable;
+#[rustfmt::skip]
+pub mod unroutable_client;
+#[rustfmt::skip]
 pub mod uploads;
 #[rustfmt::skip]
 pub mod uploads_client;
