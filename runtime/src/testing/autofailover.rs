@@ -23,7 +23,8 @@
 //! process and removes the directory when the test process exits; dropping the formation does
 //! the same at once. Both kill the keepers' `pg_autoctl` processes, then stop each server with
 //! `pg_ctl -m immediate -w` (so that its postmaster removes its System V shared memory segment),
-//! and only then SIGKILL what is left of the groups.
+//! and only then SIGKILL what is left of the groups; dropping also removes the unattached segment
+//! a node killed by [`Kill::Sigkill`] left.
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
@@ -37,15 +38,16 @@ use super::cluster::{HarnessError, free_port, is_root, pg_version, postgres_ids}
 /// failover completes in seconds. pg_auto_failover's defaults, in brackets, take about 30 s more
 /// (the demote timeout alone is 30 s).
 pub const MONITOR_SETTINGS: &[(&str, &str)] = &[
-    // Health checks every second [5 s], each with a 1 s connect timeout [5 s], one retry [2]
-    // after 500 ms [2 s].
+    // Health checks every second [5 s], each with a 2 s connect timeout [5 s], one retry [2]
+    // after 500 ms [2 s]. Not 1 s: on a loaded machine a connect can take that long.
     ("pgautofailover.health_check_period", "1000"),
-    ("pgautofailover.health_check_timeout", "1000"),
+    ("pgautofailover.health_check_timeout", "2000"),
     ("pgautofailover.health_check_max_retries", "1"),
     ("pgautofailover.health_check_retry_delay", "500"),
-    // A node whose health check failed and whose keeper has not reported for 2 s [20 s] is
-    // unhealthy.
-    ("pgautofailover.node_considered_unhealthy_timeout", "2000"),
+    // A node whose health check failed and whose keeper has not reported for 4 s [20 s] is
+    // unhealthy. Not 2 s: a keeper (reporting each second) stalled by load for 2 s beside one
+    // slow health check would have its healthy primary failed over.
+    ("pgautofailover.node_considered_unhealthy_timeout", "4000"),
     // How long the monitor waits for an unreachable primary to demote itself before it promotes
     // the standby [30 s]. Below the keeper's own `network_partition_timeout` (20 s): safe here
     // because the nodes are killed, and because the standby stops replicating first, so a
@@ -624,6 +626,11 @@ impl Drop for AutoFailover {
         for child in &children {
             let _ = signal(-(child.id() as i32), "-KILL");
         }
+        // A server killed with SIGKILL (`Kill::Sigkill`, not rejoined) left its segment; its
+        // next start would have removed it, but the directory goes now.
+        for d in ["monitor", "a", "b"] {
+            remove_orphaned_segment(&self.dir.join(d));
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -655,6 +662,37 @@ fn kill_keeper(keeper: &mut Child) -> Result<(), HarnessError> {
             let _ = signal(pid, "-KILL");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes the System V shared memory segment a dead postmaster of `data` left (its id on line
+/// 7 of `postmaster.pid`, which a clean stop deletes), if no process is attached to it.
+fn remove_orphaned_segment(data: &Path) {
+    let Ok(pidfile) = std::fs::read_to_string(data.join("postmaster.pid")) else {
+        return;
+    };
+    let Some(shmid) = pidfile
+        .lines()
+        .nth(6)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|id| id.parse::<u64>().ok())
+    else {
+        return;
+    };
+    // /proc/sysvipc/shm: key shmid perms size cpid lpid nattch …
+    let unattached = std::fs::read_to_string("/proc/sysvipc/shm")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .any(|f| f.get(1) == Some(&shmid.to_string().as_str()) && f.get(6) == Some(&"0"));
+    if unattached {
+        let _ = Command::new("ipcrm")
+            .args(["-m", &shmid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
