@@ -195,7 +195,10 @@ async fn a_multi_host_pool_pings_idle_connections_and_replaces_those_a_restart_k
         // A connection goes back to the pool in a task of sqlx's.
         let back = Instant::now();
         while pool.num_idle() < CONNECTIONS {
-            assert!(back.elapsed() < Duration::from_secs(5), "connections never back");
+            assert!(
+                back.elapsed() < Duration::from_secs(5),
+                "connections never back"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
