@@ -274,6 +274,7 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
 
     // Node a rejoins as b's standby; the pinned process now reaches a server in recovery.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let rejoin_began = Instant::now();
     let mut formation = blocking(move || {
         formation
             .rejoin(0)
@@ -281,6 +282,7 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         formation
     })
     .await;
+    let rejoined = rejoin_began.elapsed();
     // A key the pinned process wrote before a died (its record is on a, replicated) and a new
     // one, each asked three times: 503 is all a server in recovery may answer, never a replay.
     for key in ["pinned-1", "pinned-2"] {
@@ -412,7 +414,8 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         "pg_auto_failover, 4 processes, 16 clients: formation up in {:.1} s; keys acknowledged: \
          {before_first} before kill 1 (-m immediate of a), {} between, {} after kill 2 (SIGKILL \
          of b), {total} in all; {} attempts; kill to first successful write: {:.2} s and {:.2} s \
-         (the monitor reported the new writer by {:.2} s and {:.2} s); lost acknowledgements: {}; keys \
+         (the monitor reported the new writer by {:.2} s and {:.2} s); a rejoined as the standby in \
+         {:.1} s; lost acknowledgements: {}; keys \
          with two widgets: {duplicates}; client sessions on the primary under load: \
          {sessions_on_primary} of max_connections {max_connections}; test {:.1} s",
         formed.as_secs_f64(),
@@ -423,6 +426,7 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         to_write2.as_secs_f64(),
         promoted1.as_secs_f64(),
         promoted2.as_secs_f64(),
+        rejoined.as_secs_f64(),
         lost.len(),
         began.elapsed().as_secs_f64(),
     );
