@@ -112,8 +112,11 @@ pub async fn connect_pool(
     options: PgPoolOptions,
 ) -> anyhow::Result<sqlx::PgPool> {
     match several_hosts(url)? {
+        // `connect` sets the pool's `before_acquire` hook, replacing `pool_options()`'s idle
+        // ping: it pings there instead.
         Some(hosts) => Ok(hosts
             .map_options(|o| pooler.connect_options(o))
+            .ping_if_idle_for(PING_IF_IDLE_FOR)
             .connect(options)
             .await?),
         None => {

@@ -36,6 +36,7 @@ pub struct WriterHosts {
     hosts: Vec<PgConnectOptions>,
     watch_every: Duration,
     connect_timeout: Duration,
+    ping_if_idle_for: Option<Duration>,
 }
 
 impl WriterHosts {
@@ -121,6 +122,7 @@ impl WriterHosts {
             hosts,
             watch_every: Duration::from_millis(500),
             connect_timeout: Duration::from_secs(3),
+            ping_if_idle_for: None,
         })
     }
 
@@ -140,6 +142,17 @@ impl WriterHosts {
     /// failover, about the time before the pool follows the new writer.
     pub fn watch_every(mut self, every: Duration) -> Self {
         self.watch_every = every;
+        self
+    }
+
+    /// Pings a pooled connection idle for longer than `idle` before the pool hands it out, in
+    /// the hook [`WriterHosts::connect`] sets (default: no ping). It takes the place of sqlx's
+    /// documented `before_acquire` idle-ping pattern, which `connect` would replace: with
+    /// `test_before_acquire(false)`, a pool that sat idle across a restart of the writer then
+    /// replaces its dead connections before using them. A failed ping drops the connection and
+    /// the pool opens another.
+    pub fn ping_if_idle_for(mut self, idle: Duration) -> Self {
+        self.ping_if_idle_for = Some(idle);
         self
     }
 
@@ -201,19 +214,33 @@ impl WriterHosts {
     }
 
     /// A pool on the writer, built from `options`, that follows the writer after a failover (see
-    /// the module documentation). It sets the pool's `before_acquire` hook (connections opened
-    /// before a switch are dropped there). The watching task ends when the pool is closed.
+    /// the module documentation). The watching task ends when the pool is closed.
+    ///
+    /// It sets the pool's `before_acquire` hook, **replacing** any hook `options` has (sqlx keeps
+    /// one): there connections opened before a switch are dropped, and, with
+    /// [`WriterHosts::ping_if_idle_for`], connections idle for longer are pinged. Every other
+    /// setting of `options` (`test_before_acquire` included) is kept.
     pub async fn connect(&self, options: PgPoolOptions) -> Result<PgPool, StoreError> {
         let writer = self.find_writer().await?;
         let switched: Arc<Mutex<Option<Instant>>> = Arc::default();
         let seen = switched.clone();
+        let ping_if_idle_for = self.ping_if_idle_for;
         let pool = options
-            .before_acquire(move |_, meta| {
+            .before_acquire(move |conn, meta| {
                 let stale = seen
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .is_some_and(|at| meta.age > at.elapsed());
-                Box::pin(async move { Ok(!stale) })
+                let ping = ping_if_idle_for.is_some_and(|idle| meta.idle_for > idle);
+                Box::pin(async move {
+                    if stale {
+                        return Ok(false);
+                    }
+                    if ping {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
             })
             .connect_with(writer)
             .await

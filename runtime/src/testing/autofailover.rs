@@ -2,7 +2,7 @@
 //! synchronous replication, for tests where an orchestrator (not the test) promotes the standby.
 //!
 //! [`AutoFailover::start`] runs the local `pg_autoctl` (Debian packages
-//! `postgresql-15-auto-failover` and its `pg-auto-failover-cli`, on `PATH` or in `/usr/bin`) with
+//! `postgresql-<major>-auto-failover` and its `pg-auto-failover-cli`, on `PATH` or in `/usr/bin`) with
 //! the server binaries of the PostgreSQL version that has the `pgautofailover` extension, as the
 //! `postgres` user when the process runs as root (`initdb` refuses root). It creates the monitor,
 //! tunes its health checks so that a dead primary is replaced within seconds (see
@@ -21,7 +21,10 @@
 //!
 //! Anything that does not come up fails with the component's log. A watchdog stops every
 //! process and removes the directory when the test process exits; dropping the formation does
-//! the same at once.
+//! the same at once. Both kill the keepers' `pg_autoctl` processes, then stop each server with
+//! `pg_ctl -m immediate -w` (so that its postmaster removes its System V shared memory segment),
+//! and only then SIGKILL what is left of the groups; dropping also removes the unattached segment
+//! a node killed by [`Kill::Sigkill`] left.
 
 use std::io::Write as _;
 use std::os::unix::process::CommandExt;
@@ -29,21 +32,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cluster::{HarnessError, free_port, is_root, postgres_ids};
+use super::cluster::{HarnessError, free_port, is_root, pg_version, postgres_ids};
 
 /// The monitor's settings written by the harness (`postgresql.conf` of the monitor), so that a
 /// failover completes in seconds. pg_auto_failover's defaults, in brackets, take about 30 s more
 /// (the demote timeout alone is 30 s).
 pub const MONITOR_SETTINGS: &[(&str, &str)] = &[
-    // Health checks every second [5 s], each with a 1 s connect timeout [5 s], one retry [2]
-    // after 500 ms [2 s].
+    // Health checks every second [5 s], each with a 2 s connect timeout [5 s], one retry [2]
+    // after 500 ms [2 s]. Not 1 s: on a loaded machine a connect can take that long.
     ("pgautofailover.health_check_period", "1000"),
-    ("pgautofailover.health_check_timeout", "1000"),
+    ("pgautofailover.health_check_timeout", "2000"),
     ("pgautofailover.health_check_max_retries", "1"),
     ("pgautofailover.health_check_retry_delay", "500"),
-    // A node whose health check failed and whose keeper has not reported for 2 s [20 s] is
-    // unhealthy.
-    ("pgautofailover.node_considered_unhealthy_timeout", "2000"),
+    // A node whose health check failed and whose keeper has not reported for 4 s [20 s] is
+    // unhealthy. Not 2 s: a keeper (reporting each second) stalled by load for 2 s beside one
+    // slow health check would have its healthy primary failed over.
+    ("pgautofailover.node_considered_unhealthy_timeout", "4000"),
     // How long the monitor waits for an unreachable primary to demote itself before it promotes
     // the standby [30 s]. Below the keeper's own `network_partition_timeout` (20 s): safe here
     // because the nodes are killed, and because the standby stops replicating first, so a
@@ -116,13 +120,14 @@ impl AutoFailover {
     pub fn start(database: &str) -> Result<AutoFailover, HarnessError> {
         let autoctl = find_autoctl().ok_or_else(|| {
             err("no pg_autoctl for the pg_auto_failover tests: install it \
-                 (`apt-get install -y postgresql-15-auto-failover`; .ci/run does)")
+                 (`postgresql-<major>-auto-failover` for the installed server's major; \
+                 .ci/run does)")
         })?;
         let bin = find_bin_with_extension().ok_or_else(|| {
             err(
                 "no PostgreSQL server binaries with the pgautofailover extension \
                  (lib/pgautofailover.so) under /usr/lib/postgresql/*: install \
-                 `postgresql-15-auto-failover` for the installed server version",
+                 `postgresql-<major>-auto-failover` for the installed server's major",
             )
         })?;
         let owner = if is_root() {
@@ -211,6 +216,20 @@ impl AutoFailover {
             Duration::from_secs(60),
             |f| f.monitor_query("SELECT 1").map(|_| true),
         )?;
+        // The failover timings rest on these: a setting the monitor ignored (a renamed GUC, a
+        // conf file not read) would leave its default of seconds more.
+        for (name, value) in MONITOR_SETTINGS {
+            // `pg_settings.setting` is in the GUC's base unit (milliseconds here), as written.
+            let shown = self.monitor_query(&format!(
+                "SELECT setting FROM pg_settings WHERE name = '{name}'"
+            ))?;
+            let shown = shown.first().and_then(|r| r.first()).map(String::as_str);
+            if shown != Some(*value) {
+                return Err(err(format!(
+                    "the monitor did not take {name} = {value}: it shows {shown:?}"
+                )));
+            }
+        }
 
         // Node a, alone: `single`.
         self.start_node(0, true)?;
@@ -479,14 +498,7 @@ impl AutoFailover {
         match how {
             Kill::Immediate => {
                 // The keeper's processes (comm `pg_autoctl`) of the group; the server stays.
-                for pid in group_members(group)
-                    .into_iter()
-                    .filter(|(_, comm)| comm == "pg_autoctl")
-                    .map(|(pid, _)| pid)
-                {
-                    signal(pid, "-KILL")?;
-                }
-                let _ = keeper.wait();
+                kill_keeper(&mut keeper)?;
                 let mut stop = Command::new(self.bin.join("pg_ctl"));
                 stop.arg("-D")
                     .arg(&data)
@@ -558,8 +570,9 @@ impl AutoFailover {
         let pg_ctl = self.bin.join("pg_ctl");
         let script = format!(
             "while [ -d /proc/{pid} ]; do sleep 0.5; done; \
+             for f in '{dir}'/*.pgid; do [ -f \"$f\" ] && pkill -KILL -g $(cat \"$f\") -x pg_autoctl; done; \
+             for d in monitor a b; do '{pg_ctl}' -D '{dir}'/$d -m immediate -w stop >/dev/null 2>&1; done; \
              for f in '{dir}'/*.pgid; do [ -f \"$f\" ] && kill -KILL -$(cat \"$f\"); done; \
-             for d in monitor a b; do '{pg_ctl}' -D '{dir}'/$d -m immediate stop >/dev/null 2>&1; done; \
              rm -rf '{dir}'",
             pid = std::process::id(),
             dir = self.dir.display(),
@@ -582,23 +595,25 @@ impl AutoFailover {
 }
 
 impl Drop for AutoFailover {
-    /// Kills every keeper's group (servers included), stops any server left, removes the
-    /// directory.
+    /// Kills every keeper (its `pg_autoctl` processes only, so that nothing restarts a server),
+    /// stops each server with `pg_ctl -m immediate -w` (the postmaster removes its shared memory
+    /// segment as it exits; a SIGKILLed postmaster would leave it behind), then kills what is
+    /// left of the keepers' groups and removes the directory.
     fn drop(&mut self) {
-        let children = self
+        let mut children: Vec<Child> = self
             .nodes
             .iter_mut()
             .filter_map(|n| n.keeper.take())
-            .chain(self.monitor.take());
-        for mut child in children {
-            let _ = signal(-(child.id() as i32), "-KILL");
-            let _ = child.wait();
+            .chain(self.monitor.take())
+            .collect();
+        for child in &mut children {
+            let _ = kill_keeper(child);
         }
         for d in ["monitor", "a", "b"] {
             let mut stop = Command::new(self.bin.join("pg_ctl"));
             stop.arg("-D")
                 .arg(self.dir.join(d))
-                .args(["-m", "immediate", "stop"])
+                .args(["-m", "immediate", "-w", "stop"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -608,7 +623,76 @@ impl Drop for AutoFailover {
             }
             let _ = stop.status();
         }
+        for child in &children {
+            let _ = signal(-(child.id() as i32), "-KILL");
+        }
+        // A server killed with SIGKILL (`Kill::Sigkill`, not rejoined) left its segment; its
+        // next start would have removed it, but the directory goes now.
+        for d in ["monitor", "a", "b"] {
+            remove_orphaned_segment(&self.dir.join(d));
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Kills a keeper's `pg_autoctl` processes with SIGKILL, its supervisor (`keeper`, the child
+/// this process spawned) first so that it restarts none, then the group's others until a scan
+/// finds none alive (at most 10 s); the group's PostgreSQL processes stay. Reaps `keeper`.
+fn kill_keeper(keeper: &mut Child) -> Result<(), HarnessError> {
+    let group = keeper.id() as i32;
+    signal(group, "-KILL")?;
+    let _ = keeper.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<i32> = group_members(group)
+            .into_iter()
+            .filter(|(pid, comm)| comm == "pg_autoctl" && !is_zombie(*pid))
+            .map(|(pid, _)| pid)
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(err(format!(
+                "pg_autoctl processes {left:?} of group {group} survived SIGKILL"
+            )));
+        }
+        for pid in left {
+            // One may have exited since the scan: not an error.
+            let _ = signal(pid, "-KILL");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Removes the System V shared memory segment a dead postmaster of `data` left (its id on line
+/// 7 of `postmaster.pid`, which a clean stop deletes), if no process is attached to it.
+fn remove_orphaned_segment(data: &Path) {
+    let Ok(pidfile) = std::fs::read_to_string(data.join("postmaster.pid")) else {
+        return;
+    };
+    let Some(shmid) = pidfile
+        .lines()
+        .nth(6)
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|id| id.parse::<u64>().ok())
+    else {
+        return;
+    };
+    // /proc/sysvipc/shm: key shmid perms size cpid lpid nattch …
+    let unattached = std::fs::read_to_string("/proc/sysvipc/shm")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .any(|f| f.get(1) == Some(&shmid.to_string().as_str()) && f.get(6) == Some(&"0"));
+    if unattached {
+        let _ = Command::new("ipcrm")
+            .args(["-m", &shmid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
@@ -685,6 +769,6 @@ fn find_bin_with_extension() -> Option<PathBuf> {
         .filter(|v| v.join("lib/pgautofailover.so").is_file() && v.join("bin/pg_ctl").is_file())
         .map(|v| v.join("bin"))
         .collect();
-    versions.sort();
+    versions.sort_by_key(|bin| pg_version(bin));
     versions.pop()
 }

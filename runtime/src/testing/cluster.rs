@@ -393,8 +393,23 @@ fn find_bin_dir() -> Option<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
         .filter(|p| p.join("initdb").is_file())
         .collect();
-    versions.sort();
+    versions.sort_by_key(|bin| pg_version(bin));
     versions.pop()
+}
+
+/// The numeric version of a `/usr/lib/postgresql/<version>/bin` directory, for ordering by
+/// version rather than by name (`9.6` < `10` < `15`; a lexical sort puts `9.6` last).
+/// Components that are not numbers order as 0.
+pub(super) fn pg_version(bin: &Path) -> Vec<u64> {
+    let version = bin
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    version
+        .split('.')
+        .map(|part| part.parse().unwrap_or(0))
+        .collect()
 }
 
 pub(super) fn free_port() -> Result<u16, HarnessError> {
@@ -504,5 +519,25 @@ async fn connect_retrying(options: &PgConnectOptions) -> Result<PgConnection, Ha
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pg_version;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn server_directories_order_by_numeric_version() {
+        let mut bins: Vec<PathBuf> = ["16", "9.6", "10", "15", "17"]
+            .iter()
+            .map(|v| Path::new("/usr/lib/postgresql").join(v).join("bin"))
+            .collect();
+        bins.sort_by_key(|bin| pg_version(bin));
+        let order: Vec<&str> = bins
+            .iter()
+            .map(|b| b.parent().unwrap().file_name().unwrap().to_str().unwrap())
+            .collect();
+        assert_eq!(order, ["9.6", "10", "15", "16", "17"]);
     }
 }

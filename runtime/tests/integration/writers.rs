@@ -1,11 +1,13 @@
 //! Multi-host writer discovery: a libpq-style URL listing a standby and a primary; the pool
 //! connects to the writer, refuses the standby while it is in recovery (503s, never a replay
-//! read from it), and follows the writer once the standby is promoted.
+//! read from it), and follows the writer once the standby is promoted; its idle ping
+//! (`ping_if_idle_for`) across a restart of the same writer.
 
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{Disposition, ExecuteError};
 use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, WriterHosts};
+use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Connection as _;
 use sqlx::postgres::PgPoolOptions;
@@ -127,4 +129,102 @@ async fn a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
         .await
         .unwrap();
     assert_eq!(labels, ["before", "after-separate", "after-in-tx"]);
+}
+
+/// Holds every connection `pool` can give at once (`n`), runs one statement on each, and
+/// returns how many of those first statements failed.
+async fn failed_first_statements(pool: &sqlx::PgPool, n: usize) -> usize {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(pool.acquire().await.expect("a connection"));
+    }
+    let mut failed = 0;
+    for conn in &mut held {
+        if sqlx::query("SELECT 1").execute(&mut **conn).await.is_err() {
+            failed += 1;
+        }
+    }
+    failed
+}
+
+/// `WriterHosts::connect` sets the pool's `before_acquire` hook, which replaces one the caller's
+/// options had (sqlx keeps one); `ping_if_idle_for` pings idle connections in its own hook. The
+/// server restarted (the same writer: the pool does not switch), a pool with the ping replaces
+/// its dead idle connections before handing them out; the same pool without it hands them out
+/// and their first statements fail (what a `before_acquire` ping lost to `connect` did).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_host_pool_pings_idle_connections_and_replaces_those_a_restart_killed() {
+    const CONNECTIONS: usize = 4;
+    // A cluster of this test's own, so restarting it disturbs no other test.
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(&ClusterOptions::default()))
+        .await
+        .unwrap()
+        .expect("a dedicated cluster");
+    let db = TestDb::on_cluster(&cluster).await.expect("database");
+    // A host that refuses connections first: the URL is a real host list.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{refused},127.0.0.1:{}/{}",
+        cluster.port(),
+        db.name
+    );
+    let options = || {
+        PgPoolOptions::new()
+            .max_connections(CONNECTIONS as u32)
+            .test_before_acquire(false)
+            .acquire_timeout(Duration::from_secs(10))
+    };
+    let pinged = WriterHosts::parse(&url)
+        .unwrap()
+        .ping_if_idle_for(Duration::from_millis(100))
+        .connect(options())
+        .await
+        .expect("a pool on the writer");
+    let unpinged = WriterHosts::parse(&url)
+        .unwrap()
+        .connect(options())
+        .await
+        .expect("a pool on the writer");
+    for pool in [&pinged, &unpinged] {
+        assert_eq!(pool.connect_options().get_port(), cluster.port());
+        assert_eq!(failed_first_statements(pool, CONNECTIONS).await, 0);
+        // A connection goes back to the pool in a task of sqlx's.
+        let back = Instant::now();
+        while pool.num_idle() < CONNECTIONS {
+            assert!(
+                back.elapsed() < Duration::from_secs(5),
+                "connections never back"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.restart_immediate().expect("restarting the server");
+        cluster
+    })
+    .await
+    .unwrap();
+    // Idle for longer than the ping threshold.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    assert_eq!(
+        failed_first_statements(&pinged, CONNECTIONS).await,
+        0,
+        "with the idle ping, no connection the restart killed is handed out"
+    );
+    assert_eq!(pinged.connect_options().get_port(), cluster.port());
+    let unpinged_failures = failed_first_statements(&unpinged, CONNECTIONS).await;
+    assert!(
+        unpinged_failures > 0,
+        "without the ping the dead connections are handed out (else this test shows nothing)"
+    );
+    eprintln!(
+        "idle ping: 0 of {CONNECTIONS} first statements failed with it, \
+         {unpinged_failures} of {CONNECTIONS} without"
+    );
 }
