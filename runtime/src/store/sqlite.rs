@@ -107,7 +107,9 @@ impl Drop for GateGuard {
 /// this handle is dropped before its end was acknowledged (open, or with a `BEGIN`, `COMMIT` or
 /// `ROLLBACK` unanswered), it queues a rollback, which reaches the worker before any command of
 /// the connection's next user and rolls back exactly what is still open: no pooled connection is
-/// ever handed on inside a transaction.
+/// ever handed on inside a transaction. A transaction SQLite rolled back by itself stays counted
+/// open by the worker: the handle closes its connection when its commit or rollback fails, and
+/// the store's `begin` closes and replaces a connection so left.
 #[derive(Debug)]
 pub struct SqliteTx {
     conn: PoolConnection<Sqlite>,
@@ -146,13 +148,21 @@ impl SqliteTx {
     }
 
     async fn commit(mut self) -> Result<(), sqlx::Error> {
-        SqliteTransactionManager::commit(&mut self.conn).await?;
+        if let Err(e) = SqliteTransactionManager::commit(&mut self.conn).await {
+            // SQLite may have rolled the transaction back by itself, where the driver still
+            // counts it open: the connection is closed after the queued rollback, never reused.
+            self.conn.close_on_drop();
+            return Err(e);
+        }
         self.ended = true;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
-        SqliteTransactionManager::rollback(&mut self.conn).await?;
+        if let Err(e) = SqliteTransactionManager::rollback(&mut self.conn).await {
+            self.conn.close_on_drop();
+            return Err(e);
+        }
         self.ended = true;
         Ok(())
     }
@@ -367,6 +377,22 @@ impl SqliteStore {
         }
     }
 
+    /// A pooled connection the driver counts outside any transaction. When SQLite ends a
+    /// transaction by itself (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`, in a statement or
+    /// the `COMMIT`), sqlx's SQLite worker keeps counting it open: the rollback queued when its
+    /// handle is dropped fails without a word, and every later `BEGIN IMMEDIATE` on that
+    /// connection would be refused. Such a connection is closed and another one taken.
+    async fn acquire_outside_transaction(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
+        loop {
+            let mut conn = self.pool.acquire().await.map_err(classify)?;
+            if SqliteTransactionManager::get_transaction_depth(&conn) == 0 {
+                return Ok(conn);
+            }
+            tracing::warn!("closing a SQLite connection left inside a transaction SQLite ended");
+            conn.close_on_drop();
+        }
+    }
+
     /// The pool.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -564,7 +590,7 @@ impl Store for SqliteStore {
     }
 
     async fn begin(&self) -> Result<SqliteTx, StoreError> {
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.acquire_outside_transaction().await?;
         SqliteTx::begin(conn, None).await.map_err(classify)
     }
 
@@ -574,7 +600,7 @@ impl Store for SqliteStore {
         let Some(gate) = GateGuard::take(&self.gates, hash) else {
             return Ok(Gate::Busy);
         };
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.acquire_outside_transaction().await?;
         let mut tx = SqliteTx::begin(conn, Some(gate)).await.map_err(classify)?;
         // A file that cannot be written fails here (503), not in the handler's first write.
         sqlx::query(WRITE_PROBE)
