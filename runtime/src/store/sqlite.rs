@@ -5,7 +5,9 @@
 //! upgrade to; readers (WAL mode) never wait for it, nor it for them. That single lock does what
 //! PostgreSQL's row locks and advisory gates do:
 //! - the separate-claim strategy's claim is a read, and an insert of its own (autocommit) only when
-//!   the key has no record, so replays and duplicates write nothing and never wait for the lock;
+//!   the key has no record, so replays and duplicates write nothing and never wait for the lock
+//!   (they may wait for a pooled connection while writers waiting for it hold them all: up to
+//!   the pool's `acquire_timeout`, [`BUSY_TIMEOUT`] in [`SqliteStore::open`]);
 //! - the business write and the completion share one `BEGIN IMMEDIATE` transaction; the
 //!   completion is guarded by the claim token, and a takeover, a release or another completion
 //!   waits for the write lock of a transaction in doubt and then re-checks its guard on the record
@@ -51,6 +53,12 @@ use idemgen_protocol::Fingerprint;
 /// (answered 503). It bounds how long a handler may hold its write transaction before other
 /// writers give up on it.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shortest lease expiry the store keeps leases with ([`Store::min_lease_expiry`]): three
+/// times [`BUSY_TIMEOUT`]. A renewal is a write and may wait for the write lock up to
+/// `busy_timeout` (and as long again for a pooled connection while writers hold them all), so a
+/// lease about as long as that wait would lapse under a live holder while a handler holds the lock.
+pub const MIN_LEASE_EXPIRY: Duration = Duration::from_secs(3 * BUSY_TIMEOUT.as_secs());
 
 /// The pool size [`SqliteStore::open`] uses: one writer at a time, readers beside it.
 pub const POOL_SIZE: u32 = 8;
@@ -332,7 +340,7 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database file at `path` with the store's settings and a pool of
-    /// [`POOL_SIZE`], applies the runtime's SQLite migrations ([`crate::migrate_sqlite`]) and
+    /// [`POOL_SIZE`] (a connection waited for up to [`BUSY_TIMEOUT`]), applies the runtime's SQLite migrations ([`crate::migrate_sqlite`]) and
     /// checks the settings ([`SqliteStore::check`]). The application's own tables may live in
     /// the same file: its handlers write them through the attempt's transaction.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
@@ -344,6 +352,9 @@ impl SqliteStore {
         let pool = loop {
             match PoolOptions::<Sqlite>::new()
                 .max_connections(POOL_SIZE)
+                // Writers waiting in the busy handler hold their connections: a read (a replay,
+                // a claim's look) may wait for one, as long as a writer waits for the lock.
+                .acquire_timeout(BUSY_TIMEOUT)
                 .connect_with(options.clone())
                 .await
                 .map_err(classify)
@@ -734,19 +745,28 @@ impl Store for SqliteStore {
         holder: HolderId,
         expires_after: Duration,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        // One write transaction: one wait for the write lock (two autocommit writes would wait
+        // twice) and one sync of the WAL.
+        let mut tx = SqliteTx::begin(self.acquire_outside_transaction().await?, None)
+            .await
+            .map_err(classify)?;
         sqlx::query(RENEW_LEASE)
             .bind(uuid_bytes(holder.0))
             .bind(millis(expires_after))
-            .execute(&mut *conn)
+            .execute(tx.conn())
             .await
             .map_err(classify)?;
         sqlx::query(PURGE_LEASES)
             .bind(uuid_bytes(holder.0))
-            .execute(&mut *conn)
+            .execute(tx.conn())
             .await
             .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
         Ok(true)
+    }
+
+    fn min_lease_expiry(&self) -> Option<Duration> {
+        Some(MIN_LEASE_EXPIRY)
     }
 
     async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {

@@ -709,6 +709,26 @@ async fn sqlite_a_transaction_sqlite_ended_by_itself_does_not_poison_the_pooled_
     }
 }
 
+/// A lease about as long as a renewal's wait for the write lock would lapse under a live holder
+/// while a handler holds the lock: the executor widens it to the SQLite store's minimum (three
+/// busy timeouts), and keeps a longer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_lease_expiry_below_three_busy_timeouts_is_widened() {
+    let (store, _dir) = fresh_sqlite().await;
+    assert_eq!(store.min_lease_expiry(), Some(Duration::from_secs(15)));
+    for (configured, used) in [
+        (Some(Duration::from_secs(5)), Some(Duration::from_secs(15))),
+        (Some(Duration::from_secs(60)), Some(Duration::from_secs(60))),
+        (None, None),
+    ] {
+        let mut cfg = config(Strategy::SeparateClaim);
+        cfg.lease_expiry = configured;
+        let exec = Executor::new(store.clone(), cfg);
+        assert_eq!(exec.config().lease_expiry, used, "{configured:?}");
+        exec.shutdown().await;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Cancellation safety.
 // ---------------------------------------------------------------------------------------------
@@ -1019,6 +1039,8 @@ async fn sqlite_a_writer_killed_mid_transaction_leaves_every_acknowledged_create
             // The interrupted key: its claim (separate claim) waits for the dead holder's lease,
             // then executes once; in-transaction, nothing of it was committed.
             let label = format!("crash-{round}-{ACKED}");
+            // The dead holder's lease lapses within its expiry (the SQLite store's minimum).
+            let freed_within = exec.config().lease_expiry.unwrap() + Duration::from_secs(5);
             let started = Instant::now();
             let retried = loop {
                 let writer = sqlite_slow_id_writer(label.clone(), Duration::ZERO);
@@ -1026,7 +1048,7 @@ async fn sqlite_a_writer_killed_mid_transaction_leaves_every_acknowledged_create
                     Ok(o) => break o,
                     Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => {
                         assert!(
-                            started.elapsed() < Duration::from_secs(20),
+                            started.elapsed() < freed_within,
                             "round {round}: the interrupted key never freed"
                         );
                         tokio::time::sleep(Duration::from_millis(200)).await;
