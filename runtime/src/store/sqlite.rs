@@ -313,8 +313,10 @@ const TOMBSTONE: &str = "UPDATE idempotency_records
             response_status = NULL, response_headers = NULL, response_body = NULL
       WHERE owner = ?1 AND operation = ?2 AND resource_ref = ?3 AND state = 'completed'";
 
-/// One batch of the retention purge: its own short write transaction, so live claims wait for
-/// the write lock one batch at most.
+/// One batch of the retention purge: its own short write transaction, so the write lock is free
+/// between batches. Writers waiting in SQLite's busy handler (which sleeps) may still wait out
+/// several batches, up to the whole purge (sqlite.rs prints how many claims completed during
+/// it: from one to nearly all, run to run).
 const PURGE: &str = concat!(
     "DELETE FROM idempotency_records
       WHERE rowid IN (SELECT rowid FROM idempotency_records
