@@ -57,7 +57,8 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The shortest lease expiry the store keeps leases with ([`Store::min_lease_expiry`]): three
 /// times [`BUSY_TIMEOUT`]. A renewal is a write and may wait for the write lock up to
 /// `busy_timeout` (and as long again for a pooled connection while writers hold them all), so a
-/// lease about as long as that wait would lapse under a live holder while a handler holds the lock.
+/// lease about as long as that wait would lapse under a live holder while a handler holds the
+/// lock.
 pub const MIN_LEASE_EXPIRY: Duration = Duration::from_secs(3 * BUSY_TIMEOUT.as_secs());
 
 /// The pool size [`SqliteStore::open`] uses: one writer at a time, readers beside it.
@@ -342,8 +343,9 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database file at `path` with the store's settings and a pool of
-    /// [`POOL_SIZE`] (a connection waited for up to [`BUSY_TIMEOUT`]), applies the runtime's SQLite migrations ([`crate::migrate_sqlite`]) and
-    /// checks the settings ([`SqliteStore::check`]). The application's own tables may live in
+    /// [`POOL_SIZE`] (a connection waited for up to [`BUSY_TIMEOUT`]), applies the runtime's
+    /// SQLite migrations ([`crate::migrate_sqlite`]) and checks the settings
+    /// ([`SqliteStore::check`]). The application's own tables may live in
     /// the same file: its handlers write them through the attempt's transaction.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let options = SqliteStore::connect_options(path);
