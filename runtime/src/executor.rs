@@ -83,8 +83,9 @@ pub struct ExecutorConfig {
     /// stale at once: a process that died frees its keys between `lease_expiry - lease_renewal`
     /// and `lease_expiry` after its last renewal instead of after `stale_claim` (default 5 s:
     /// inside the generated client's retries of one call, see protocol.md, "Durability of
-    /// claims"; keep it several `lease_renewal`s). `None`: no lease, claims go stale after
-    /// `stale_claim` only.
+    /// claims"; keep it several `lease_renewal`s). A store may need a longer one
+    /// ([`Store::min_lease_expiry`]; the SQLite store: 15 s), which [`Executor::new`] then
+    /// uses. `None`: no lease, claims go stale after `stale_claim` only.
     pub lease_expiry: Option<Duration>,
 }
 
@@ -711,7 +712,18 @@ impl<S: Store> Executor<S> {
     /// retries releases that failed. Outside a runtime there are none: claims name no holder and
     /// a failed release waits for stale takeover. Call [`Executor::shutdown`] when the service
     /// stops.
-    pub fn new(store: S, config: ExecutorConfig) -> Executor<S> {
+    pub fn new(store: S, mut config: ExecutorConfig) -> Executor<S> {
+        // A lease shorter than the store can renew reliably would lapse under a live holder.
+        if let (Some(expiry), Some(min)) = (config.lease_expiry, store.min_lease_expiry())
+            && expiry < min
+        {
+            tracing::warn!(
+                configured = ?expiry,
+                used = ?min,
+                "lease_expiry is below the store's minimum: widened"
+            );
+            config.lease_expiry = Some(min);
+        }
         let store = Arc::new(store);
         let lease = Arc::new(Lease {
             id: HolderId::generate(),

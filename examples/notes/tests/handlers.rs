@@ -204,7 +204,20 @@ async fn thirty_two_simultaneous_creates_with_one_key_are_one_note() {
         let reply = t.await.unwrap();
         match reply.status {
             StatusCode::CREATED => bodies.push(reply.body),
-            StatusCode::CONFLICT => assert_eq!(reply.body["code"], "idempotency_key_in_flight"),
+            StatusCode::CONFLICT => {
+                // The wire values, spelled out: protocol.md's table.
+                assert_eq!(
+                    reply.body["code"], "idempotency_request_in_flight",
+                    "{}",
+                    reply.body
+                );
+                assert_eq!(
+                    reply.body["type"],
+                    "https://idemgen.dev/problems/idempotency_request_in_flight",
+                    "{}",
+                    reply.body
+                );
+            }
             other => panic!("unexpected {other}: {}", reply.body),
         }
     }

@@ -197,6 +197,14 @@ pub trait Store: Send + Sync + 'static {
         Ok(false)
     }
 
+    /// The shortest lease expiry this store keeps leases reliably with, if it has one:
+    /// [`crate::Executor::new`] widens a shorter `lease_expiry` to it (with a warning). A store
+    /// whose renewal may wait for a lock (SQLite's one writer) needs an expiry well above that
+    /// wait, or a live holder's lease lapses while its renewal queues. The default: none.
+    fn min_lease_expiry(&self) -> Option<Duration> {
+        None
+    }
+
     /// Ends the lease of `holder` (a clean shutdown): its remaining claims are stale at once.
     async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
         let _ = holder;

@@ -5,7 +5,9 @@
 //! upgrade to; readers (WAL mode) never wait for it, nor it for them. That single lock does what
 //! PostgreSQL's row locks and advisory gates do:
 //! - the separate-claim strategy's claim is a read, and an insert of its own (autocommit) only when
-//!   the key has no record, so replays and duplicates write nothing and never wait for the lock;
+//!   the key has no record, so replays and duplicates write nothing and never wait for the lock
+//!   (they may wait for a pooled connection while writers waiting for it hold them all: up to
+//!   the pool's `acquire_timeout`, [`BUSY_TIMEOUT`] in [`SqliteStore::open`]);
 //! - the business write and the completion share one `BEGIN IMMEDIATE` transaction; the
 //!   completion is guarded by the claim token, and a takeover, a release or another completion
 //!   waits for the write lock of a transaction in doubt and then re-checks its guard on the record
@@ -51,6 +53,13 @@ use idemgen_protocol::Fingerprint;
 /// (answered 503). It bounds how long a handler may hold its write transaction before other
 /// writers give up on it.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shortest lease expiry the store keeps leases with ([`Store::min_lease_expiry`]): three
+/// times [`BUSY_TIMEOUT`]. A renewal is a write and may wait for the write lock up to
+/// `busy_timeout` (and as long again for a pooled connection while writers hold them all), so a
+/// lease about as long as that wait would lapse under a live holder while a handler holds the
+/// lock.
+pub const MIN_LEASE_EXPIRY: Duration = Duration::from_secs(3 * BUSY_TIMEOUT.as_secs());
 
 /// The pool size [`SqliteStore::open`] uses: one writer at a time, readers beside it.
 pub const POOL_SIZE: u32 = 8;
@@ -107,7 +116,9 @@ impl Drop for GateGuard {
 /// this handle is dropped before its end was acknowledged (open, or with a `BEGIN`, `COMMIT` or
 /// `ROLLBACK` unanswered), it queues a rollback, which reaches the worker before any command of
 /// the connection's next user and rolls back exactly what is still open: no pooled connection is
-/// ever handed on inside a transaction.
+/// ever handed on inside a transaction. A transaction SQLite rolled back by itself stays counted
+/// open by the worker: the handle closes its connection when its commit or rollback fails, and
+/// the store's `begin` closes and replaces a connection so left.
 #[derive(Debug)]
 pub struct SqliteTx {
     conn: PoolConnection<Sqlite>,
@@ -146,13 +157,21 @@ impl SqliteTx {
     }
 
     async fn commit(mut self) -> Result<(), sqlx::Error> {
-        SqliteTransactionManager::commit(&mut self.conn).await?;
+        if let Err(e) = SqliteTransactionManager::commit(&mut self.conn).await {
+            // SQLite may have rolled the transaction back by itself, where the driver still
+            // counts it open: the connection is closed after the queued rollback, never reused.
+            self.conn.close_on_drop();
+            return Err(e);
+        }
         self.ended = true;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
-        SqliteTransactionManager::rollback(&mut self.conn).await?;
+        if let Err(e) = SqliteTransactionManager::rollback(&mut self.conn).await {
+            self.conn.close_on_drop();
+            return Err(e);
+        }
         self.ended = true;
         Ok(())
     }
@@ -295,8 +314,10 @@ const TOMBSTONE: &str = "UPDATE idempotency_records
             response_status = NULL, response_headers = NULL, response_body = NULL
       WHERE owner = ?1 AND operation = ?2 AND resource_ref = ?3 AND state = 'completed'";
 
-/// One batch of the retention purge: its own short write transaction, so live claims wait for
-/// the write lock one batch at most.
+/// One batch of the retention purge: its own short write transaction, so the write lock is free
+/// between batches. Writers waiting in SQLite's busy handler (which sleeps) may still wait out
+/// several batches, up to the whole purge (sqlite.rs prints how many claims completed during
+/// it: from one to nearly all, run to run).
 const PURGE: &str = concat!(
     "DELETE FROM idempotency_records
       WHERE rowid IN (SELECT rowid FROM idempotency_records
@@ -322,8 +343,9 @@ impl SqliteStore {
     }
 
     /// Opens (or creates) the database file at `path` with the store's settings and a pool of
-    /// [`POOL_SIZE`], applies the runtime's SQLite migrations ([`crate::migrate_sqlite`]) and
-    /// checks the settings ([`SqliteStore::check`]). The application's own tables may live in
+    /// [`POOL_SIZE`] (a connection waited for up to [`BUSY_TIMEOUT`]), applies the runtime's
+    /// SQLite migrations ([`crate::migrate_sqlite`]) and checks the settings
+    /// ([`SqliteStore::check`]). The application's own tables may live in
     /// the same file: its handlers write them through the attempt's transaction.
     pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let options = SqliteStore::connect_options(path);
@@ -334,6 +356,9 @@ impl SqliteStore {
         let pool = loop {
             match PoolOptions::<Sqlite>::new()
                 .max_connections(POOL_SIZE)
+                // Writers waiting in the busy handler hold their connections: a read (a replay,
+                // a claim's look) may wait for one, as long as a writer waits for the lock.
+                .acquire_timeout(BUSY_TIMEOUT)
                 .connect_with(options.clone())
                 .await
                 .map_err(classify)
@@ -364,6 +389,22 @@ impl SqliteStore {
         SqliteStore {
             pool,
             gates: Gates::default(),
+        }
+    }
+
+    /// A pooled connection the driver counts outside any transaction. When SQLite ends a
+    /// transaction by itself (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`, in a statement or
+    /// the `COMMIT`), sqlx's SQLite worker keeps counting it open: the rollback queued when its
+    /// handle is dropped fails without a word, and every later `BEGIN IMMEDIATE` on that
+    /// connection would be refused. Such a connection is closed and another one taken.
+    async fn acquire_outside_transaction(&self) -> Result<PoolConnection<Sqlite>, StoreError> {
+        loop {
+            let mut conn = self.pool.acquire().await.map_err(classify)?;
+            if SqliteTransactionManager::get_transaction_depth(&conn) == 0 {
+                return Ok(conn);
+            }
+            tracing::warn!("closing a SQLite connection left inside a transaction SQLite ended");
+            conn.close_on_drop();
         }
     }
 
@@ -564,7 +605,7 @@ impl Store for SqliteStore {
     }
 
     async fn begin(&self) -> Result<SqliteTx, StoreError> {
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.acquire_outside_transaction().await?;
         SqliteTx::begin(conn, None).await.map_err(classify)
     }
 
@@ -574,7 +615,7 @@ impl Store for SqliteStore {
         let Some(gate) = GateGuard::take(&self.gates, hash) else {
             return Ok(Gate::Busy);
         };
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.acquire_outside_transaction().await?;
         let mut tx = SqliteTx::begin(conn, Some(gate)).await.map_err(classify)?;
         // A file that cannot be written fails here (503), not in the handler's first write.
         sqlx::query(WRITE_PROBE)
@@ -708,19 +749,28 @@ impl Store for SqliteStore {
         holder: HolderId,
         expires_after: Duration,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.pool.acquire().await.map_err(classify)?;
+        // One write transaction: one wait for the write lock (two autocommit writes would wait
+        // twice) and one sync of the WAL.
+        let mut tx = SqliteTx::begin(self.acquire_outside_transaction().await?, None)
+            .await
+            .map_err(classify)?;
         sqlx::query(RENEW_LEASE)
             .bind(uuid_bytes(holder.0))
             .bind(millis(expires_after))
-            .execute(&mut *conn)
+            .execute(tx.conn())
             .await
             .map_err(classify)?;
         sqlx::query(PURGE_LEASES)
             .bind(uuid_bytes(holder.0))
-            .execute(&mut *conn)
+            .execute(tx.conn())
             .await
             .map_err(classify)?;
+        tx.commit().await.map_err(classify)?;
         Ok(true)
+    }
+
+    fn min_lease_expiry(&self) -> Option<Duration> {
+        Some(MIN_LEASE_EXPIRY)
     }
 
     async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
