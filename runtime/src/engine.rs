@@ -16,6 +16,6 @@ pub use crate::response::{
 };
 pub use crate::serve::handler_problem;
 pub use crate::store::{
-    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Completion, FinishError, Finished, Gate,
-    HolderId, MemoryTx, PgTx, Record, RecordState, SCOPE_HASH_TAG, Scope, StoreError, gate_key,
+    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, MemoryTx, PgTx, Record,
+    RecordState, SCOPE_HASH_TAG, Scope, StoreError, gate_key,
 };

@@ -46,8 +46,8 @@ use crate::operation::Idempotent;
 use crate::problem::{Problem, ProblemKind};
 use crate::response::{CodecError, EncodedResponse, StoredResponse};
 use crate::store::{
-    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Completion, FinishError, Finished, Gate,
-    HolderId, Record, RecordState, Scope, Store, StoreError,
+    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, Record, RecordState,
+    Scope, Store, StoreError,
 };
 
 /// Where the reservation of a key lives.
@@ -1146,7 +1146,7 @@ impl<S: Store> Executor<S> {
         };
         // A handler that never touched the database: its transaction begins now, for the
         // completion alone.
-        let tx = match tx {
+        let mut tx = match tx {
             Some(tx) => tx,
             None => match self.store.begin().instrument(complete_span.clone()).await {
                 Ok(tx) => tx,
@@ -1158,50 +1158,60 @@ impl<S: Store> Executor<S> {
                 }
             },
         };
-        let claim;
-        let completion = match hold {
-            Hold::Claim => Completion::Claimed {
-                scope: &request.scope,
-                token,
-            },
-            Hold::Gate => {
-                claim = self.claim_request(request, token, None);
-                Completion::Gated(&claim)
-            }
-        };
-        // The completion and the commit: one round trip on PostgreSQL.
-        let finished = self
-            .store
-            .finish(tx, completion, &stored, resource_ref.as_deref())
-            .instrument(complete_span.clone())
-            .await;
-        let outcome = Outcome {
-            response,
-            disposition: if taken_over {
-                Disposition::TakenOver
-            } else {
-                Disposition::Executed
-            },
-        };
-        match finished {
-            Ok(Finished::Committed) => Ok(outcome),
-            // Taken over while the handler ran, or a record that did not go through the gate:
-            // our write was rolled back. Answer from the record that won.
-            Ok(Finished::NotOurs) => self.after_takeover(request).await,
-            Err(FinishError::Store(e)) => {
-                if claim_committed {
-                    self.release_quiet(&request.scope, token)
-                        .instrument(complete_span)
-                        .await;
-                }
-                Err(store_failed.problem(e.to_string()).into())
-            }
-            Err(FinishError::Commit(e)) => {
-                self.commit_failed(request, token, e, outcome, claim_committed, store_failed)
-                    .instrument(complete_span)
+        let completed = match hold {
+            Hold::Claim => {
+                self.store
+                    .complete(
+                        &mut tx,
+                        &request.scope,
+                        token,
+                        &stored,
+                        resource_ref.as_deref(),
+                    )
+                    .instrument(complete_span.clone())
                     .await
             }
+            Hold::Gate => {
+                let claim = self.claim_request(request, token, None);
+                self.store
+                    .insert_completed(&mut tx, &claim, &stored, resource_ref.as_deref())
+                    .instrument(complete_span.clone())
+                    .await
+            }
+        };
+        match completed {
+            Ok(true) => {}
+            Ok(false) => {
+                // Taken over while the handler ran, or a record that did not go through the
+                // gate: our write must never commit. Answer from the record that won.
+                let _ = self.store.rollback(tx).instrument(complete_span).await;
+                return self.after_takeover(request).await;
+            }
+            Err(e) => {
+                self.abandon(Some(tx), request, token, claim_committed)
+                    .instrument(complete_span)
+                    .await;
+                return Err(store_failed.problem(e.to_string()).into());
+            }
         }
+        let disposition = if taken_over {
+            Disposition::TakenOver
+        } else {
+            Disposition::Executed
+        };
+        self.commit(
+            request,
+            token,
+            tx,
+            Outcome {
+                response,
+                disposition,
+            },
+            claim_committed,
+            store_failed,
+        )
+        .instrument(complete_span)
+        .await
     }
 
     /// Rolls `tx` back (when it was begun) and, when the claim was committed on its own,
@@ -1221,25 +1231,25 @@ impl<S: Store> Executor<S> {
         }
     }
 
-    /// A failed commit: released (rejected), or reconciled by reading the record back on the
-    /// writer (outcome unknown).
-    async fn commit_failed<R, E>(
+    /// Commits, reconciling a lost acknowledgement by reading the record back on the writer.
+    async fn commit<R, E>(
         &self,
         request: &IdempotentRequest,
         token: ClaimToken,
-        error: CommitError,
+        tx: S::Tx,
         outcome: Outcome<R>,
         claim_committed: bool,
         store_failed: StoreFailure,
     ) -> Result<Outcome<R>, ExecuteError<E>> {
-        match error {
-            CommitError::Rejected(why) => {
+        match self.store.commit(tx).await {
+            Ok(()) => Ok(outcome),
+            Err(CommitError::Rejected(why)) => {
                 if claim_committed {
                     self.release_quiet(&request.scope, token).await;
                 }
                 Err(store_failed.problem(why).into())
             }
-            CommitError::Unknown(why) => {
+            Err(CommitError::Unknown(why)) => {
                 match self
                     .store
                     .read(&request.scope, self.config.stale_claim)

@@ -12,7 +12,6 @@ use idemgen_protocol::Fingerprint;
 
 use crate::response::StoredResponse;
 
-mod completing;
 mod memory;
 mod pooler;
 pub(crate) mod postgres;
@@ -74,92 +73,6 @@ pub enum Gate<Tx> {
     /// released in between; ask again): two round trips, which [`Store::look`] spares a key the
     /// store has seen.
     Existing(Option<Record>),
-}
-
-/// Which record completes an attempt, for [`Store::finish`].
-#[derive(Debug, Clone, Copy)]
-pub enum Completion<'a> {
-    /// Separate claim: the claimed record, guarded by the attempt's token
-    /// ([`Store::complete`]).
-    Claimed {
-        /// The key's scope.
-        scope: &'a Scope,
-        /// The attempt's token.
-        token: ClaimToken,
-    },
-    /// In-transaction: the completed record, inserted behind the gate
-    /// ([`Store::insert_completed`]).
-    Gated(&'a ClaimRequest<'a>),
-}
-
-impl Completion<'_> {
-    /// The key's scope.
-    pub fn scope(&self) -> &Scope {
-        match self {
-            Completion::Claimed { scope, .. } => scope,
-            Completion::Gated(request) => request.scope,
-        }
-    }
-}
-
-/// What [`Store::finish`] did, when it did not fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    /// The record was completed and the transaction committed.
-    Committed,
-    /// The key's record is not this attempt's (taken over while the handler ran, or a record
-    /// that did not go through the gate): the transaction was rolled back.
-    NotOurs,
-}
-
-/// Why [`Store::finish`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FinishError {
-    /// Completing the record failed: nothing was committed (the transaction was rolled back, or
-    /// its connection closed).
-    #[error(transparent)]
-    Store(StoreError),
-    /// The commit failed, or its outcome is unknown.
-    #[error(transparent)]
-    Commit(CommitError),
-}
-
-/// [`Store::finish`] in its steps: the completion, then the commit (or a rollback).
-pub(crate) async fn finish_in_steps<S: Store + ?Sized>(
-    store: &S,
-    mut tx: S::Tx,
-    completion: Completion<'_>,
-    response: &StoredResponse,
-    resource_ref: Option<&str>,
-) -> Result<Finished, FinishError> {
-    let completed = match completion {
-        Completion::Claimed { scope, token } => {
-            store
-                .complete(&mut tx, scope, token, response, resource_ref)
-                .await
-        }
-        Completion::Gated(request) => {
-            store
-                .insert_completed(&mut tx, request, response, resource_ref)
-                .await
-        }
-    };
-    match completed {
-        Ok(true) => store
-            .commit(tx)
-            .await
-            .map(|()| Finished::Committed)
-            .map_err(FinishError::Commit),
-        Ok(false) => {
-            // Our write must never commit.
-            let _ = store.rollback(tx).await;
-            Ok(Finished::NotOurs)
-        }
-        Err(e) => {
-            let _ = store.rollback(tx).await;
-            Err(FinishError::Store(e))
-        }
-    }
 }
 
 /// A store failure. No variant carries text meant for clients.
@@ -247,20 +160,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Commits `tx`.
     async fn commit(&self, tx: Self::Tx) -> Result<(), CommitError>;
-
-    /// Completes the attempt's record inside `tx` and commits it: [`Store::complete`] or
-    /// [`Store::insert_completed`], then [`Store::commit`] (or, when the record is not this
-    /// attempt's, a rollback). The default runs those steps; `PgStore` sends the completion and
-    /// the `COMMIT` in one round trip.
-    async fn finish(
-        &self,
-        tx: Self::Tx,
-        completion: Completion<'_>,
-        response: &StoredResponse,
-        resource_ref: Option<&str>,
-    ) -> Result<Finished, FinishError> {
-        finish_in_steps(self, tx, completion, response, resource_ref).await
-    }
 
     /// Rolls `tx` back.
     async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;

@@ -11,11 +11,9 @@ use sqlx::postgres::{PgPool, PgRow, PgTransactionManager};
 use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr, SqlStr};
 use sqlx_core::transaction::TransactionManager;
 
-use super::completing::{self, NOT_OURS};
 use super::pooler::{self, Pooler, PoolerError};
-use super::{ClaimOutcome, ClaimRequest, CommitError, Completion, FinishError, Finished, Gate};
+use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope, gate_key};
-use super::{Store, StoreError};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -793,59 +791,6 @@ impl Store for PgStore {
             .await
             .map_err(classify)?;
         Ok(done.rows_affected() == 1)
-    }
-
-    /// The completion and the `COMMIT` in one round trip (store/completing.rs), unless the
-    /// response is too large to inline or a handler left a savepoint open (then in steps).
-    async fn finish(
-        &self,
-        mut tx: PgTx,
-        completion: Completion<'_>,
-        response: &StoredResponse,
-        resource_ref: Option<&str>,
-    ) -> Result<Finished, FinishError> {
-        let batch = (tx.state == TxState::Open
-            && PgTransactionManager::get_transaction_depth(&tx.conn) == 1)
-            .then(|| completing::batch(&completion, response, resource_ref))
-            .flatten();
-        let Some(batch) = batch else {
-            return super::finish_in_steps(self, tx, completion, response, resource_ref).await;
-        };
-        // A retry of this key looks first (a hint: the transaction may still roll back).
-        self.seen.insert(completion.scope().hash());
-        // In doubt until the batch is answered: cancelled in between, `tx` closes its connection
-        // (the COMMIT may land or not, as with any lost acknowledgement).
-        tx.state = TxState::InDoubt;
-        match sqlx::raw_sql(AssertSqlSafe(batch))
-            .execute(&mut *tx.conn)
-            .await
-        {
-            Ok(_) => {
-                // Committed. The batch's `BEGIN` left an empty transaction, the one sqlx still
-                // counts: its queued ROLLBACK ends it before the connection is reused.
-                PgTransactionManager::start_rollback(&mut tx.conn);
-                tx.state = TxState::Ended;
-                Ok(Finished::Committed)
-            }
-            Err(sqlx::Error::Database(db)) => {
-                // The server stopped the batch at an error, at the completion or at the COMMIT
-                // itself: nothing committed either way. Roll back what the completion's error
-                // left aborted (after a failed COMMIT no transaction is left, and the ROLLBACK
-                // only warns).
-                let not_ours = db.code().as_deref() == Some(NOT_OURS);
-                let why = db.to_string();
-                tx.state = TxState::Open;
-                let _ = tx.rollback().await;
-                if not_ours {
-                    Ok(Finished::NotOurs)
-                } else {
-                    Err(FinishError::Commit(CommitError::Rejected(why)))
-                }
-            }
-            // The connection failed with the batch unanswered: the COMMIT may have landed, and
-            // `tx`, dropped in doubt, closes the connection.
-            Err(e) => Err(FinishError::Commit(CommitError::Unknown(e.to_string()))),
-        }
     }
 
     async fn commit(&self, tx: PgTx) -> Result<(), CommitError> {

@@ -35,9 +35,9 @@ mod durability;
 /// The statements an attempt sends, counted by `pg_stat_statements`.
 mod statements;
 
-/// The completion and the business `COMMIT` in one round trip: a completion that loses rolls
-/// back and leaves its connection clean; large responses complete in steps.
-mod completing;
+/// A deploy that changes strategy: an in-transaction completion that meets a separate claim's
+/// record rolls back, replays it and leaves its connection clean.
+mod strategies;
 
 /// A primary and a streaming standby behind a switchable endpoint: failover under load,
 /// synchronous and asynchronous; a store pointed at the standby.

@@ -158,7 +158,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
         .await
         .unwrap();
     idemgen_runtime::migrate(&mut conn).await.expect("migrates");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
     let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
         .fetch_one(&mut conn)
         .await
@@ -190,7 +190,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
     }
     // Applying again is a no-op.
     idemgen_runtime::migrate(&mut conn).await.expect("again");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
 }
 
 #[tokio::test]
@@ -211,9 +211,9 @@ async fn databases_migrated_by_the_previous_migrator_are_adopted() {
     )
     .await
     .unwrap();
-    // Migration 1 is not run again (its CREATE TABLE would fail); 2, 3 and 4 are applied.
+    // Migration 1 is not run again (its CREATE TABLE would fail); 2 and 3 are applied.
     idemgen_runtime::migrate(&mut conn).await.expect("adopted");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
     let checksum_recorded: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT octet_length(checksum) > 0 FROM {TABLE} WHERE version = 1"
     )))
@@ -394,12 +394,10 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    // The previous release's migrations are untouched; only 0003 (holder leases) and 0004 (the
-    // completing functions) are new.
+    // The previous release's migrations are untouched; only 0003 (holder leases) is new.
     assert_eq!(before[..], after[..2]);
-    assert_eq!(after.len(), 4);
+    assert_eq!(after.len(), 3);
     assert_eq!((after[2].0, after[2].1.as_str()), (3, "holder leases"));
-    assert_eq!((after[3].0, after[3].1.as_str()), (4, "completing commit"));
     // The previous release's claim statement still works on the new schema (a process not yet
     // upgraded, in a rolling deploy): it writes no holder.
     let mixed = scope("carol", "old-process");

@@ -1,6 +1,5 @@
-//! The completion and the business `COMMIT` in one round trip (`PgStore::finish`): a completion
-//! that finds the key's record is not the attempt's stops its batch before the `COMMIT`, rolls
-//! back, answers from the record that won, and leaves its connection clean for the next attempt.
+//! A deploy that changes an operation's strategy: the records of one strategy met by attempts
+//! of the other, on one PostgreSQL database.
 
 use std::time::Duration;
 
@@ -11,11 +10,11 @@ use serde_json::json;
 use crate::support::*;
 
 /// An in-transaction attempt's key gets a record that did not go through its gate (a separate
-/// claim's, as in a deploy that changes strategy) while its handler runs: its completion raises
-/// inside the batch, its write is rolled back, and it replays the record that won.
+/// claim's, as in a deploy that changes strategy) while its handler runs: its completing insert finds
+/// the record, its write is rolled back, and it replays the record that won.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_replays_it() {
-    // One connection for the in-transaction executor: after the failed batch the same connection
+    // One connection for the in-transaction executor: after the rollback the same connection
     // must serve the next attempt, outside any transaction.
     let (db, pool) = fresh_pg(8).await;
     let single = db.pool(1).await.unwrap();
@@ -91,25 +90,4 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
     .await
     .unwrap();
     assert_eq!(open, 0, "no connection is left inside a transaction");
-}
-
-/// A response too large to inline completes in steps (bound parameters, then `COMMIT`), and
-/// replays byte for byte.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_response_too_large_to_inline_completes_in_steps() {
-    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
-        let env = pg_env(config(strategy)).await;
-        let req = request(scope("alice", "large"), json!({"n": 1}), 1);
-        // The body is "made " and the label.
-        let label = "l".repeat(70 * 1024);
-        let first = attempt(&env, req.clone(), Plan::created(&label))
-            .await
-            .unwrap();
-        assert!(first.response.body.len() > 70 * 1024);
-        assert_eq!(first.disposition, Disposition::Executed, "{strategy:?}");
-        let again = attempt(&env, req, Plan::created("never")).await.unwrap();
-        assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
-        assert_eq!(again.response, first.response, "{strategy:?}");
-        assert_eq!(env.ledger.count(&label).await, 1, "{strategy:?}");
-    }
 }
