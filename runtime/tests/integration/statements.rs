@@ -34,7 +34,7 @@ async fn calls(observer: &PgPool, needles: &[&str]) -> Vec<i64> {
 /// strategy's only `BEGIN`s are the gate's). `pg_stat_statements` counts statements that
 /// completed: a gate that raised (the key has a record) counts its `BEGIN`, not its `SELECT`.
 const GATE: &str = "idemgen_gate(";
-const LOOK: &str = "pg_is_in_recovery() AS in_recovery";
+const LOOK: &str = "AND NOT pg_is_in_recovery()";
 const ROLLBACK: &str = "ROLLBACK";
 const BEGIN: &str = "BEGIN";
 const ALL: [&str; 4] = [GATE, LOOK, ROLLBACK, BEGIN];
