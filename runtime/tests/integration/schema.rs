@@ -158,7 +158,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
         .await
         .unwrap();
     idemgen_runtime::migrate(&mut conn).await.expect("migrates");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
     let stored: Vec<u8> = sqlx::query_scalar("SELECT scope_hash FROM idempotency_records")
         .fetch_one(&mut conn)
         .await
@@ -190,7 +190,7 @@ async fn migration_2_refuses_while_claims_are_in_flight_then_converts_every_reco
     }
     // Applying again is a no-op.
     idemgen_runtime::migrate(&mut conn).await.expect("again");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
 }
 
 #[tokio::test]
@@ -211,9 +211,9 @@ async fn databases_migrated_by_the_previous_migrator_are_adopted() {
     )
     .await
     .unwrap();
-    // Migration 1 is not run again (its CREATE TABLE would fail); 2 and 3 are applied.
+    // Migration 1 is not run again (its CREATE TABLE would fail); 2, 3 and 4 are applied.
     idemgen_runtime::migrate(&mut conn).await.expect("adopted");
-    assert_eq!(applied(&mut conn).await, [1, 2, 3]);
+    assert_eq!(applied(&mut conn).await, [1, 2, 3, 4]);
     let checksum_recorded: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT octet_length(checksum) > 0 FROM {TABLE} WHERE version = 1"
     )))
@@ -394,10 +394,12 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    // The previous release's migrations are untouched; only 0003 (holder leases) is new.
+    // The previous release's migrations are untouched; only 0003 (holder leases) and 0004 (the
+    // analyze threshold) are new.
     assert_eq!(before[..], after[..2]);
-    assert_eq!(after.len(), 3);
+    assert_eq!(after.len(), 4);
     assert_eq!((after[2].0, after[2].1.as_str()), (3, "holder leases"));
+    assert_eq!((after[3].0, after[3].1.as_str()), (4, "analyze threshold"));
     // The previous release's claim statement still works on the new schema (a process not yet
     // upgraded, in a rolling deploy): it writes no holder.
     let mixed = scope("carol", "old-process");
@@ -465,4 +467,101 @@ async fn databases_migrated_by_the_previous_release_keep_working() {
     .await;
     assert_eq!(taken.unwrap().disposition, Disposition::TakenOver);
     assert_eq!(env.ledger.count("old").await, 1);
+}
+
+/// Migration 0004: autovacuum leaves a records table of a few pages unanalyzed, so a lookup by
+/// record key keeps its index scan, where a table of the same shape without the setting is
+/// analyzed at the next naptime and planned as a sequential scan (the plan sqlx's cached
+/// statements then keep while traffic grows the table). Past 1,000 changed rows the records are
+/// analyzed as usual, and the plan keeps the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autovacuum_leaves_a_few_pages_of_records_unanalyzed() {
+    use idemgen_testdb::{Cluster, ClusterOptions};
+    let cluster = Cluster::start(&ClusterOptions {
+        fsync: false,
+        max_connections: 20,
+        settings: vec![("autovacuum_naptime".into(), "1".into())],
+    })
+    .expect("dedicated cluster");
+    let db = TestDb::on_cluster(&cluster).await.unwrap();
+    let mut conn = connect(&db).await;
+    idemgen_runtime::migrate(&mut conn).await.unwrap();
+    conn.execute("CREATE TABLE shaped_alike (LIKE idempotency_records INCLUDING ALL)")
+        .await
+        .unwrap();
+    let insert = |table: &str, from: i32, to: i32| {
+        format!(
+            "INSERT INTO {table} (scope_hash, owner, operation, idempotency_key, state,
+                 fingerprint, fingerprint_version, claim_token, claimed_at, response_status,
+                 response_headers, response_body)
+             SELECT sha256(convert_to(i::text, 'UTF8')), 'o', 'op', i::text, 'completed', 'hs2:x',
+                    1, gen_random_uuid(), now(), 201, '[]', '\\x00'
+               FROM generate_series({from}, {to}) i"
+        )
+    };
+    for table in ["idempotency_records", "shaped_alike"] {
+        conn.execute(sqlx::AssertSqlSafe(insert(table, 1, 200)))
+            .await
+            .unwrap();
+    }
+    let analyzed = |table: &'static str| {
+        let db = &db;
+        async move {
+            let mut conn = db.connect().await.unwrap();
+            let at: Option<i64> = sqlx::query_scalar(
+                "SELECT autoanalyze_count FROM pg_stat_user_tables WHERE relname = $1",
+            )
+            .bind(table)
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap();
+            at.unwrap_or(0) > 0
+        }
+    };
+    let wait_analyzed = |table: &'static str| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !analyzed(table).await {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "autovacuum never analyzed {table}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    };
+    let plan = |table: &str| {
+        format!(
+            "EXPLAIN (FORMAT JSON) SELECT state FROM {table}
+              WHERE scope_hash = sha256(convert_to('7', 'UTF8'))"
+        )
+    };
+    async fn node(conn: &mut PgConnection, sql: String) -> String {
+        let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        plan[0]["Plan"]["Node Type"].as_str().unwrap().to_string()
+    }
+
+    wait_analyzed("shaped_alike").await;
+    // The control's naptime came and went (and the records table's with it).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!analyzed("idempotency_records").await);
+    assert_eq!(node(&mut conn, plan("shaped_alike")).await, "Seq Scan");
+    assert_eq!(
+        node(&mut conn, plan("idempotency_records")).await,
+        "Index Scan"
+    );
+
+    conn.execute(sqlx::AssertSqlSafe(insert(
+        "idempotency_records",
+        201,
+        1400,
+    )))
+    .await
+    .unwrap();
+    wait_analyzed("idempotency_records").await;
+    assert_eq!(
+        node(&mut conn, plan("idempotency_records")).await,
+        "Index Scan"
+    );
 }
