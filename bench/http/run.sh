@@ -70,9 +70,9 @@ for strategy in $strategies; do
   for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
   # Tables of a service in production, not empty ones: 100,000 completed records (another owner)
   # and widgets, analyzed. On a table of a few pages the planner prefers a sequential scan, and a
-  # generic plan sqlx's statements cache then keeps it while the run grows the table (the claim
-  # went from 320 to 600 µs of PostgreSQL CPU when autovacuum analyzed the 101 set-up records
-  # before the run).
+  # generic plan sqlx's statements cache then keeps it while the run grows the table (a
+  # separate-claim create went from 310–335 to 511–662 µs of PostgreSQL CPU when the 101 set-up
+  # records were analyzed before the run; migration 0004 now keeps autovacuum from doing that).
   psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" >/dev/null <<'SQL'
 INSERT INTO widgets (id, owner, name, color, created_at)
 SELECT gen_random_uuid(), 'user-' || (i % 1000), 'existing ' || i, NULL, now() - i * interval '1 s'
