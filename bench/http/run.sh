@@ -6,7 +6,8 @@
 # with fsync on (one database per strategy).
 #
 # Usage: [STRATEGIES="separate-claim in-transaction"] [RUST_LOG=info] [WIDGETS_METRICS=off]
-#        [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] bench/http/run.sh [seconds] [connections]
+#        [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
+#        bench/http/run.sh [seconds] [connections]
 #
 # Prints each wrk run, then a table per strategy: req/s, p50, p99, the create's ratio to the
 # plain create and the replay's ratio to the read. Writes the results as JSON in idemgen-bench's
@@ -62,7 +63,9 @@ for strategy in $strategies; do
   db="widgets_${strategy//-/_}"
   psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE $db" >/dev/null
   listen_port=$(free_port)
-  DATABASE_URL="postgres://postgres@127.0.0.1:$port/$db" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
+  # PG_SOCKET=unix: the service reaches PostgreSQL over its Unix socket instead of TCP loopback.
+  if [ "${PG_SOCKET:-tcp}" = unix ]; then pg_url="postgres://postgres@localhost:$port/$db?host=$dir"; else pg_url="postgres://postgres@127.0.0.1:$port/$db"; fi
+  DATABASE_URL="$pg_url" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
     WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" \
     "$widgets" >"$dir/server-$strategy.log" 2>&1 &
   server=$!
@@ -71,7 +74,7 @@ for strategy in $strategies; do
   # Tables of a service in production, not empty ones: 100,000 completed records (another owner)
   # and widgets, analyzed. On a table of a few pages the planner prefers a sequential scan, and a
   # generic plan sqlx's statements cache then keeps it while the run grows the table (a
-  # separate-claim create went from 310–335 to 511–662 µs of PostgreSQL CPU when the 101 set-up
+  # separate-claim create went from 306–335 to 511–662 µs of PostgreSQL CPU when the 101 set-up
   # records were analyzed before the run; migration 0004 now keeps autovacuum from doing that).
   psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" >/dev/null <<'SQL'
 INSERT INTO widgets (id, owner, name, color, created_at)
