@@ -12,8 +12,9 @@
 //! opened before the switch when they are next acquired (`before_acquire`, by their age).
 //!
 //! Until the new writer is found, attempts fail as with one host: a server in recovery refuses
-//! the store's writes (SQLSTATE 25006) and its reads (`pg_is_in_recovery()`), so the answer is a
-//! 503, never a read from a replica.
+//! the store's writes (SQLSTATE 25006), its gate and reconciling read check
+//! `pg_is_in_recovery()`, and its look finds nothing there, so the answer is a 503, never a read
+//! from a replica.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

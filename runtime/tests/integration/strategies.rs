@@ -1,10 +1,12 @@
 //! A deploy that changes an operation's strategy: the records of one strategy met by attempts
 //! of the other, on one PostgreSQL database.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use idemgen_runtime::engine::Disposition;
-use idemgen_runtime::{Executor, PgStore, Strategy};
+use idemgen_runtime::{Executor, PgStore, Strategy, TxHandle};
+use tokio::sync::Notify;
 use serde_json::json;
 
 use crate::support::*;
@@ -31,34 +33,44 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
         business: pg_business(),
         ledger: Ledger::Pg(pool.clone()),
     };
-    let req = request(scope("alice", "switched"), json!({"n": 1}), 1);
-    let mut slow = Plan::created("gated");
-    slow.delay = Duration::from_millis(600);
-    let first = {
-        let (gated, req) = (gated.clone(), req.clone());
-        tokio::spawn(async move { attempt(&gated, req, slow).await })
+    let backend = || async {
+        sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
+            .fetch_one(&single)
+            .await
+            .unwrap()
     };
-    // Until the gated attempt has written (its row is not visible, its id is taken).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let used: Option<i64> =
-            sqlx::query_scalar("SELECT last_value FROM business_writes_id_seq WHERE is_called")
-                .fetch_optional(&pool)
-                .await
-                .unwrap();
-        if used.is_some() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the gated attempt never wrote"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let connection = backend().await;
+    let req = request(scope("alice", "switched"), json!({"n": 1}), 1);
+    // The gated attempt writes, then waits in its handler until the other strategy's attempt
+    // has completed the key.
+    let (wrote, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let first = {
+        let (exec, req) = (gated.exec.clone(), req.clone());
+        let (business, wrote, release) = (gated.business.clone(), wrote.clone(), release.clone());
+        tokio::spawn(async move {
+            exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+                Box::pin(async move {
+                    business.write(tx, "gated".into()).await?;
+                    wrote.notify_one();
+                    release.notified().await;
+                    Ok::<_, String>(TestResponse {
+                        status: 201,
+                        body: "made gated".into(),
+                        headers: vec![],
+                    })
+                })
+            })
+            .await
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(20), wrote.notified())
+        .await
+        .expect("the gated attempt never wrote");
     let won = attempt(&claimed, req.clone(), Plan::created("claimed"))
         .await
         .unwrap();
     assert_eq!(won.disposition, Disposition::Executed);
+    release.notify_one();
     let lost = first.await.unwrap().unwrap();
     assert_eq!(lost.disposition, Disposition::Replayed);
     assert_eq!(lost.response, won.response);
@@ -69,8 +81,8 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
     );
     assert_eq!(gated.ledger.count("claimed").await, 1);
 
-    // The one connection is clean: the next attempt commits on it, and its completed record is
-    // what a replay finds.
+    // The one connection is clean, and still the same one (not closed as in doubt): the next
+    // attempt commits on it, and its completed record is what a replay finds.
     let next = request(scope("alice", "after"), json!({"n": 2}), 1);
     let done = attempt(&gated, next.clone(), Plan::created("next"))
         .await
@@ -90,4 +102,5 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
     .await
     .unwrap();
     assert_eq!(open, 0, "no connection is left inside a transaction");
+    assert_eq!(backend().await, connection, "the connection was kept");
 }
