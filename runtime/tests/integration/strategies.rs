@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use idemgen_runtime::engine::Disposition;
 use idemgen_runtime::{Executor, PgStore, Strategy, TxHandle};
-use tokio::sync::Notify;
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::support::*;
 
