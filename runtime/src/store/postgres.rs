@@ -447,8 +447,15 @@ const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
              clock_timestamp(), clock_timestamp() + make_interval(secs => $13))
      ON CONFLICT DO NOTHING";
 
+/// A release, guarded by the token. It waits for the record's row lock only while an attempt's
+/// transaction still holds it (a commit in doubt, after a 504), and for at most 5 s
+/// (`lock_timeout`, set for its own transaction by the uncorrelated subquery, evaluated before
+/// the row is locked): then it deletes nothing and fails, and the executor retries it in the
+/// background. Without it, a server yet to notice a half-open connection would hold a claim-pool
+/// connection until it did (with default TCP keepalives, hours).
 const RELEASE: &str = "DELETE FROM idempotency_records
-      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2
+        AND (SELECT set_config('lock_timeout', '5s', true)) IS NOT NULL";
 
 /// The business transaction's `BEGIN` behind a transaction pooler: the server connection it
 /// lands on may hold statements other clients prepared (with the cache off sqlx still names the

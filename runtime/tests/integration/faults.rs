@@ -876,3 +876,57 @@ async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
         }
     }
 }
+
+/// A release behind a row lock that is not let go (a server yet to notice a half-open
+/// connection holds it) gives up after its 5 s `lock_timeout` instead of holding its claim-pool
+/// connection: it deletes nothing, and the same release succeeds once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
+    use idemgen_runtime::Store;
+    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, StoreError};
+    use sqlx::Connection as _;
+    let (db, pool) = fresh_pg(4).await;
+    let store = PgStore::new(pool.clone());
+    let req = request(scope("alice", "held"), json!({}), 1);
+    let token = ClaimToken::generate();
+    let claimed = store
+        .claim(&ClaimRequest {
+            scope: &req.scope,
+            fingerprint: &req.fingerprint,
+            fingerprint_version: req.fingerprint_version,
+            token,
+            holder: None,
+            stale_after: Duration::from_secs(300),
+            retention: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+    // Another session holds the record's row lock, as an in-doubt completion does.
+    let mut holder = db.connect().await.unwrap();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM idempotency_records WHERE scope_hash = $1 FOR UPDATE")
+        .bind(&req.scope.hash()[..])
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let gave_up = tokio::time::timeout(Duration::from_secs(30), store.release(&req.scope, token))
+        .await
+        .expect("the release waited for the lock without a limit");
+    let waited = started.elapsed();
+    assert!(
+        matches!(gave_up, Err(StoreError::LockTimeout)),
+        "{gave_up:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(4_900) && waited < Duration::from_secs(30),
+        "{waited:?}"
+    );
+    let (state, _) = pg_record(&pool, &req.scope).await.expect("still claimed");
+    assert_eq!(state, "claimed");
+    // The lock's session ends: the release goes through.
+    held.rollback().await.unwrap();
+    store.release(&req.scope, token).await.unwrap();
+    assert_eq!(pg_record(&pool, &req.scope).await, None);
+}
