@@ -797,31 +797,43 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
     );
 }
 
+/// Claims the fresh key of `req` with `token` on the store directly (no lease, the default
+/// stale-claim timeout, kept forever).
+async fn claim_fresh(
+    store: &PgStore,
+    req: &idemgen_runtime::engine::IdempotentRequest,
+    token: idemgen_runtime::engine::ClaimToken,
+) {
+    use idemgen_runtime::Store;
+    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest};
+    let claimed = store
+        .claim(&ClaimRequest {
+            scope: &req.scope,
+            fingerprint: &req.fingerprint,
+            fingerprint_version: req.fingerprint_version,
+            token,
+            holder: None,
+            stale_after: Duration::from_secs(300),
+            retention: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+}
+
 /// The argument behind releasing after 504, on the real statements: while the completion's
 /// transaction is open (in doubt), the token-guarded release on another connection waits for its
 /// row lock; committed, the release deletes nothing; rolled back, it deletes the claim.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
     use idemgen_runtime::Store;
-    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, StoredResponse};
+    use idemgen_runtime::engine::{ClaimToken, StoredResponse};
     let (_db, pool) = fresh_pg(6).await;
     let store = Arc::new(PgStore::new(pool.clone()));
     for commit in [true, false] {
         let req = request(scope("alice", &format!("ordered-{commit}")), json!({}), 1);
         let token = ClaimToken::generate();
-        let claimed = store
-            .claim(&ClaimRequest {
-                scope: &req.scope,
-                fingerprint: &req.fingerprint,
-                fingerprint_version: req.fingerprint_version,
-                token,
-                holder: None,
-                stale_after: Duration::from_secs(300),
-                retention: None,
-            })
-            .await
-            .unwrap();
-        assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+        claim_fresh(&store, &req, token).await;
         let mut tx = store.begin().await.unwrap();
         let stored = StoredResponse {
             status: 201,
@@ -883,25 +895,13 @@ async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
     use idemgen_runtime::Store;
-    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, StoreError};
+    use idemgen_runtime::engine::{ClaimToken, StoreError};
     use sqlx::Connection as _;
     let (db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
     let req = request(scope("alice", "held"), json!({}), 1);
     let token = ClaimToken::generate();
-    let claimed = store
-        .claim(&ClaimRequest {
-            scope: &req.scope,
-            fingerprint: &req.fingerprint,
-            fingerprint_version: req.fingerprint_version,
-            token,
-            holder: None,
-            stale_after: Duration::from_secs(300),
-            retention: None,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+    claim_fresh(&store, &req, token).await;
     // Another session holds the record's row lock, as an in-doubt completion does.
     let mut holder = db.connect().await.unwrap();
     let mut held = holder.begin().await.unwrap();
