@@ -18,6 +18,7 @@ pub(crate) mod postgres;
 mod record;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+mod warm;
 mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};

@@ -12,6 +12,7 @@ use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr
 use sqlx_core::transaction::TransactionManager;
 
 use super::pooler::{self, Pooler, PoolerError};
+use super::warm::{Taken, Warm};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope, gate_key};
 use crate::response::StoredResponse;
@@ -20,8 +21,10 @@ use idemgen_protocol::Fingerprint;
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
-    claim_pool: PgPool,
+    /// The business pool, and the connections the store's statements keep from it (warm.rs).
+    pool: Arc<Warm>,
+    /// The claim pool (the business pool unless [`PgStore::with_claim_pool`]), likewise.
+    claim_pool: Arc<Warm>,
     pooler: Pooler,
     synchronous_claims: bool,
     /// Record keys this store saw with a record (shared by its clones): their record is looked
@@ -66,35 +69,41 @@ impl SeenKeys {
 
 /// A connection for the store's statements outside the business transaction. Behind a
 /// transaction pooler they get a transaction of their own, so that every message of theirs
-/// reaches the same server connection (store/pooler.rs).
-enum Work {
-    Direct(PoolConnection<Postgres>),
+/// reaches the same server connection (store/pooler.rs). Otherwise the connection is kept for the
+/// store's next statement once these completed (warm.rs); dropped unfinished (an error, or the
+/// future cancelled), it goes back to the pool through sqlx's release test.
+enum Work<'a> {
+    Direct(Taken, &'a Arc<Warm>),
     Wrapped(PgTx),
 }
 
-impl Work {
-    async fn acquire(pool: &PgPool, pooler: Pooler) -> Result<Work, StoreError> {
-        let conn = pool.acquire().await.map_err(classify)?;
+impl<'a> Work<'a> {
+    async fn acquire(warm: &'a Arc<Warm>, pooler: Pooler) -> Result<Work<'a>, StoreError> {
         if pooler.wraps() {
+            let conn = warm.pool().acquire().await.map_err(classify)?;
             Ok(Work::Wrapped(
                 PgTx::begin(conn, None).await.map_err(classify)?,
             ))
         } else {
-            Ok(Work::Direct(conn))
+            Ok(Work::Direct(warm.take().await.map_err(classify)?, warm))
         }
     }
 
     fn conn(&mut self) -> &mut PgConnection {
         match self {
-            Work::Direct(conn) => conn,
+            Work::Direct(taken, _) => taken.conn(),
             Work::Wrapped(tx) => tx.conn(),
         }
     }
 
-    /// Commits the wrapping transaction, if any.
+    /// After the statements completed: commits the wrapping transaction, if any, or keeps the
+    /// connection for the next.
     async fn finish(self) -> Result<(), StoreError> {
         match self {
-            Work::Direct(_) => Ok(()),
+            Work::Direct(taken, warm) => {
+                warm.keep(taken);
+                Ok(())
+            }
             Work::Wrapped(tx) => tx.commit().await.map_err(classify),
         }
     }
@@ -198,8 +207,9 @@ impl PgStore {
     /// answering 409 at once. Give claims their own small pool with
     /// [`PgStore::with_claim_pool`] to keep duplicates prompt under pool exhaustion.
     pub fn new(pool: PgPool) -> PgStore {
+        let pool = Warm::new(pool, false);
         PgStore {
-            claim_pool: pool.clone(),
+            claim_pool: Arc::clone(&pool),
             pool,
             pooler: Pooler::Direct,
             synchronous_claims: false,
@@ -226,8 +236,8 @@ impl PgStore {
     /// for what it can and cannot see), or, with [`Pooler::Transaction`], a pool whose sqlx
     /// statement cache is on.
     pub async fn check(&self) -> Result<(), PoolerError> {
-        pooler::check_pool(&self.pool, "business", self.pooler).await?;
-        pooler::check_pool(&self.claim_pool, "claim", self.pooler).await
+        pooler::check_pool(self.pool.pool(), "business", self.pooler).await?;
+        pooler::check_pool(self.claim_pool.pool(), "claim", self.pooler).await
     }
 
     /// Whether claims wait for their own WAL flush (default `false`: a claim commits with
@@ -243,13 +253,13 @@ impl PgStore {
     /// Uses a separate pool for claim and release statements, so that duplicates get their 409
     /// promptly while every business connection is busy (protocol.md, "States and transitions").
     pub fn with_claim_pool(mut self, claim_pool: PgPool) -> PgStore {
-        self.claim_pool = claim_pool;
+        self.claim_pool = Warm::new(claim_pool, true);
         self
     }
 
     /// The business pool.
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.pool.pool()
     }
 
     /// Tombstones the record that created `resource_ref`, on a connection inside the caller's own
@@ -662,13 +672,15 @@ impl Store for PgStore {
         // The business pool while it has an idle connection (a replay is a read as light as a
         // GET, and the claim pool is small), else the claim pool: under exhaustion a replay is
         // answered as promptly as a duplicate's 409.
-        let pool = if self.pool.num_idle() > 0 {
+        let warm = if self.pool.has_idle() {
             &self.pool
         } else {
             &self.claim_pool
         };
-        let mut conn = pool.acquire().await.map_err(classify)?;
-        match look_on(&mut conn, self.pooler.persistent(), &hash, stale_after).await? {
+        let mut work = Work::acquire(warm, self.pooler).await?;
+        let found = look_on(work.conn(), self.pooler.persistent(), &hash, stale_after).await?;
+        work.finish().await?;
+        match found {
             Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
             Some(_) => Ok(None),
             None => {
@@ -679,7 +691,7 @@ impl Store for PgStore {
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.pool.take().await.map_err(classify)?.into_inner();
         let statement = (self.pooler == Pooler::Transaction)
             .then(|| AssertSqlSafe(BEGIN_DEALLOCATING).into_sql_str());
         PgTx::begin(conn, statement).await.map_err(classify)
@@ -687,7 +699,7 @@ impl Store for PgStore {
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
-        let conn = self.pool.acquire().await.map_err(classify)?;
+        let conn = self.pool.take().await.map_err(classify)?.into_inner();
         let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
         // between, `tx` closes the connection (it may hold the key's advisory lock).

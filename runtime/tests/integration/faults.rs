@@ -797,30 +797,6 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
     );
 }
 
-/// Claims the fresh key of `req` with `token` on the store directly (no lease, the default
-/// stale-claim timeout, kept forever).
-async fn claim_fresh(
-    store: &PgStore,
-    req: &idemgen_runtime::engine::IdempotentRequest,
-    token: idemgen_runtime::engine::ClaimToken,
-) {
-    use idemgen_runtime::Store;
-    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest};
-    let claimed = store
-        .claim(&ClaimRequest {
-            scope: &req.scope,
-            fingerprint: &req.fingerprint,
-            fingerprint_version: req.fingerprint_version,
-            token,
-            holder: None,
-            stale_after: Duration::from_secs(300),
-            retention: None,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
-}
-
 /// The argument behind releasing after 504, on the real statements: while the completion's
 /// transaction is open (in doubt), the token-guarded release on another connection waits for its
 /// row lock; committed, the release deletes nothing; rolled back, it deletes the claim.

@@ -88,3 +88,7 @@ mod downstream;
 /// Two services as a stateright model: an upstream attempt's downstream call with a derived key,
 /// crashes and lost answers at every step; never two charges (and a fresh key per attempt caught).
 mod chain;
+
+/// The connections the PostgreSQL store keeps between its own statements: back in the pool within
+/// the window, never kept from a waiter, after a cut statement or past `Pool::close`.
+mod warm;

@@ -483,3 +483,27 @@ pub async fn pgbouncer_env(config: ExecutorConfig, mode: PoolMode) -> Env<PgStor
         ledger: Ledger::Pg(direct),
     }
 }
+
+/// Claims the fresh key of `req` with `token` on the store directly (no lease, the default
+/// stale-claim timeout, kept forever).
+pub async fn claim_fresh(
+    store: &PgStore,
+    req: &idemgen_runtime::engine::IdempotentRequest,
+    token: idemgen_runtime::engine::ClaimToken,
+) {
+    use idemgen_runtime::Store;
+    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest};
+    let claimed = store
+        .claim(&ClaimRequest {
+            scope: &req.scope,
+            fingerprint: &req.fingerprint,
+            fingerprint_version: req.fingerprint_version,
+            token,
+            holder: None,
+            stale_after: Duration::from_secs(300),
+            retention: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+}

@@ -1,0 +1,200 @@
+//! Connections the PostgreSQL store hands from one of its own statements to the next without
+//! sqlx's release test.
+//!
+//! sqlx tests every connection given back to its pool with a round trip of its own (a `Sync`
+//! the server answers), whatever was done with it: that is how it learns that a cancelled
+//! statement left no answer unread and that a queued `ROLLBACK` reached the server. A store
+//! statement that completed already knows both: its answer was read up to `ReadyForQuery`,
+//! nothing is queued and the connection is idle outside any transaction. Such a connection is
+//! kept here for the store's next statement instead (bench/http: the release test was about a
+//! fifth of the CPU a replay or a `GET` costs the service and PostgreSQL together).
+//!
+//! The pool's own rules still hold, a little later:
+//! - a connection goes back to its pool, through sqlx's test, at most [`WINDOW`] after it left
+//!   it, so `max_lifetime` and the pool's `before_acquire` hook (which follows the writer after
+//!   a failover, writer.rs) see every connection that often;
+//! - none is kept while one of the store's statements waits for the pool (they take a kept
+//!   connection first, and count themselves waiting under the same lock), nor, for a pool others
+//!   use too (the business pool), while the pool is at its maximum size with no idle connection,
+//!   when someone else may be waiting in `acquire`;
+//! - at most [`CAPACITY`] are kept;
+//! - a task hands back what was kept longer than [`WINDOW`], and everything once the pool is
+//!   closed, so `Pool::close` does not wait for the store;
+//! - a statement that failed or was cancelled drops its connection as sqlx drops any: tested,
+//!   or closed.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
+
+/// How long a connection may go from one store statement to the next before it goes back to
+/// its pool. Under the writer's watch interval (500 ms, writer.rs), so a failover reaches the
+/// kept connections about as soon as the pool's.
+pub(crate) const WINDOW: Duration = Duration::from_millis(200);
+
+/// At most this many connections are kept per pool.
+const CAPACITY: usize = 16;
+
+/// A pool and the connections kept from it.
+pub(crate) struct Warm {
+    pool: PgPool,
+    /// Only the store's statements use the pool (the claim pool).
+    exclusive: bool,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    /// Each connection with the instant it left the pool.
+    conns: Vec<(PoolConnection<Postgres>, Instant)>,
+    /// A task is handing back connections kept too long ([`Warm::sweep`]).
+    sweeping: bool,
+    /// The store's statements waiting for a connection from the pool.
+    waiting: usize,
+}
+
+/// Counts a statement waiting for the pool, while it lives.
+struct Waiting<'a>(&'a Warm);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.kept().waiting -= 1;
+    }
+}
+
+/// A connection out of its pool, kept or just acquired. Dropped, it goes back to the pool as
+/// sqlx returns any connection; given to [`Warm::keep`], it may serve the next store statement.
+pub(crate) struct Taken {
+    conn: PoolConnection<Postgres>,
+    left_pool: Instant,
+}
+
+impl Taken {
+    pub(crate) fn conn(&mut self) -> &mut PoolConnection<Postgres> {
+        &mut self.conn
+    }
+
+    pub(crate) fn into_inner(self) -> PoolConnection<Postgres> {
+        self.conn
+    }
+}
+
+impl fmt::Debug for Warm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Warm")
+            .field("pool", &self.pool)
+            .field("kept", &self.kept().conns.len())
+            .finish()
+    }
+}
+
+impl Warm {
+    /// Connections kept from `pool`; `exclusive` when only the store's statements use it.
+    pub(crate) fn new(pool: PgPool, exclusive: bool) -> Arc<Warm> {
+        Arc::new(Warm {
+            pool,
+            exclusive,
+            kept: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a connection is kept, or idle in the pool: one can be had without waiting.
+    pub(crate) fn has_idle(&self) -> bool {
+        !self.kept().conns.is_empty() || self.pool.num_idle() > 0
+    }
+
+    /// The most recently kept connection still within [`WINDOW`], else one from the pool.
+    pub(crate) async fn take(&self) -> Result<Taken, sqlx::Error> {
+        let mut expired = Vec::new();
+        let found = {
+            let mut kept = self.kept();
+            loop {
+                match kept.conns.pop() {
+                    Some((conn, left_pool)) if left_pool.elapsed() < WINDOW => {
+                        break Some(Taken { conn, left_pool });
+                    }
+                    Some(old) => expired.push(old),
+                    None => {
+                        kept.waiting += 1;
+                        break None;
+                    }
+                }
+            }
+        };
+        // Back to the pool, outside the lock.
+        drop(expired);
+        if let Some(taken) = found {
+            return Ok(taken);
+        }
+        let _waiting = Waiting(self);
+        let conn = self.pool.acquire().await?;
+        Ok(Taken {
+            conn,
+            left_pool: Instant::now(),
+        })
+    }
+
+    /// Keeps `taken` for the next store statement. Only for a connection whose last statement
+    /// completed (its answer read, nothing queued, no transaction open): anything else is
+    /// dropped instead. Gives it back to the pool when the module's bounds say so.
+    pub(crate) fn keep(self: &Arc<Self>, taken: Taken) {
+        if taken.left_pool.elapsed() >= WINDOW || self.pool.is_closed() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut kept = self.kept();
+        let waited_for = kept.waiting > 0 || (!self.exclusive && self.saturated());
+        if waited_for || kept.conns.len() >= CAPACITY {
+            return;
+        }
+        kept.conns.push((taken.conn, taken.left_pool));
+        if !kept.sweeping {
+            kept.sweeping = true;
+            runtime.spawn(Arc::clone(self).sweep());
+        }
+    }
+
+    /// The pool is at its maximum size and has no idle connection (the kept ones are not idle to
+    /// it).
+    fn saturated(&self) -> bool {
+        self.pool.num_idle() == 0 && self.pool.size() >= self.pool.options().get_max_connections()
+    }
+
+    /// Hands back connections kept longer than [`WINDOW`], every [`WINDOW`], and all of them as
+    /// soon as the pool closes; ends when none is left.
+    async fn sweep(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(WINDOW) => {}
+                () = self.pool.close_event() => {}
+            }
+            let closed = self.pool.is_closed();
+            let (expired, done) = {
+                let mut kept = self.kept();
+                let (expired, young) = std::mem::take(&mut kept.conns)
+                    .into_iter()
+                    .partition(|(_, left_pool)| closed || left_pool.elapsed() >= WINDOW);
+                kept.conns = young;
+                kept.sweeping = !kept.conns.is_empty();
+                (expired, !kept.sweeping)
+            };
+            drop::<Vec<(PoolConnection<Postgres>, Instant)>>(expired);
+            if done {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The connections the PostgreSQL store keeps between its own statements (store/warm.rs): kept
+//! after a statement completed, back in the pool within the window, never kept from a pool
+//! someone may be waiting on, never kept after a statement cut in flight, and never in the way
+//! of `Pool::close`.
+
+use std::time::{Duration, Instant};
+
+use idemgen_runtime::engine::ClaimToken;
+use idemgen_runtime::{PgStore, Store};
+use serde_json::json;
+use sqlx::Connection as _;
+
+use crate::support::*;
+
+/// Waits up to `limit` for `ready`, checking every 10 ms; how long it took.
+async fn within(limit: Duration, mut ready: impl FnMut() -> bool) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if ready() {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_is_kept_between_statements_and_back_in_the_pool_within_the_window() {
+    let (_db, pool) = fresh_pg(4).await;
+    let store = PgStore::new(pool.clone());
+    // The set-up's connection back in the pool first.
+    assert!(
+        within(Duration::from_secs(2), || pool.num_idle()
+            == pool.size() as usize)
+        .await
+        .is_some()
+    );
+    let size = pool.size();
+    for n in 0..3 {
+        let req = request(scope("alice", &format!("kept-{n}")), json!({}), 1);
+        claim_fresh(&store, &req, ClaimToken::generate()).await;
+    }
+    // The claims went through one connection, still out of the pool: kept, not handed back
+    // through sqlx's release test (which takes a round trip, long done after 30 ms).
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(pool.size(), size);
+    assert_eq!(
+        pool.num_idle(),
+        size as usize - 1,
+        "the connection went back to the pool"
+    );
+    // Unused, it goes back within the window (200 ms) and the sweeper's next round.
+    let back = within(Duration::from_secs(2), || pool.num_idle() == size as usize).await;
+    assert!(back.is_some(), "the kept connection never went back");
+    assert!(back.unwrap() < Duration::from_millis(800), "{back:?}");
+    // And the store takes it from the pool again.
+    let req = request(scope("alice", "kept-again"), json!({}), 1);
+    claim_fresh(&store, &req, ClaimToken::generate()).await;
+    assert_eq!(pool.size(), size);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_at_its_maximum_gets_the_connection_back_at_once() {
+    let (_db, pool) = fresh_pg(2).await;
+    let store = PgStore::new(pool.clone());
+    // One connection held elsewhere; the store's claim takes the other, the last one.
+    let held = pool.acquire().await.unwrap();
+    let req = request(scope("alice", "saturated"), json!({}), 1);
+    claim_fresh(&store, &req, ClaimToken::generate()).await;
+    // Someone waiting for a connection gets it at once, not after the window.
+    let started = Instant::now();
+    let waiter = tokio::time::timeout(Duration::from_millis(150), pool.acquire()).await;
+    assert!(
+        waiter.is_ok(),
+        "the store kept the last connection from a waiter ({:?})",
+        started.elapsed()
+    );
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
+    let (db, pool) = fresh_pg(4).await;
+    let store = PgStore::new(pool.clone());
+    let req = request(scope("alice", "cut"), json!({}), 1);
+    let token = ClaimToken::generate();
+    claim_fresh(&store, &req, token).await;
+    // Another session holds the record's row lock: the release waits for it (up to 5 s).
+    let mut holder = db.connect().await.unwrap();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM idempotency_records WHERE scope_hash = $1 FOR UPDATE")
+        .bind(&req.scope.hash()[..])
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let cut =
+        tokio::time::timeout(Duration::from_millis(200), store.release(&req.scope, token)).await;
+    assert!(
+        cut.is_err(),
+        "the release did not wait for the lock: {cut:?}"
+    );
+    // The lock is still held. Had the cut connection been kept, the next statement would first
+    // wait for the release's answer, behind the lock; it runs on another connection at once.
+    let started = Instant::now();
+    let other = request(scope("alice", "after-cut"), json!({}), 1);
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        claim_fresh(&store, &other, ClaimToken::generate()),
+    )
+    .await
+    .expect("the next statement waited behind the cut one");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let (state, _) = pg_record(&pool, &other.scope).await.expect("claimed");
+    assert_eq!(state, "claimed");
+    // Once the lock goes, the store's statements still get their own answers.
+    held.rollback().await.unwrap();
+    store
+        .release(&other.scope, ClaimToken::generate())
+        .await
+        .unwrap();
+    assert!(
+        pg_record(&pool, &other.scope).await.is_some(),
+        "another token's release deleted it"
+    );
+    store.release(&req.scope, token).await.unwrap();
+    assert_eq!(pg_record(&pool, &req.scope).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_pool_does_not_wait_for_the_store() {
+    let (_db, pool) = fresh_pg(4).await;
+    let store = PgStore::new(pool.clone());
+    let req = request(scope("alice", "closing"), json!({}), 1);
+    claim_fresh(&store, &req, ClaimToken::generate()).await;
+    // The store (and the connection it keeps) is alive while the pool closes: the connection is
+    // handed back as the pool closes, not when the window ends (200 ms).
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), pool.close())
+        .await
+        .expect("closing the pool waited for the store's kept connection");
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(pool.size(), 0);
+    drop(store);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_pool_of_one_keeps_its_connection_and_still_serves_a_waiting_claim() {
+    let (db, pool) = fresh_pg(4).await;
+    let claims = db.pool(1).await.unwrap();
+    let store = PgStore::new(pool.clone()).with_claim_pool(claims.clone());
+    let first = request(scope("alice", "one-0"), json!({}), 1);
+    claim_fresh(&store, &first, ClaimToken::generate()).await;
+    // The claim pool's one connection is kept, though the pool is at its maximum: only the
+    // store's statements use it, and they take the kept one before waiting for the pool.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!((claims.size(), claims.num_idle()), (1, 0));
+    // Two claims at once: one takes the kept connection, the other waits for the pool, and
+    // gets the connection when the first is done, not when the window ends.
+    let (a, b) = (
+        request(scope("alice", "one-a"), json!({}), 1),
+        request(scope("alice", "one-b"), json!({}), 1),
+    );
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(2), async {
+        tokio::join!(
+            claim_fresh(&store, &a, ClaimToken::generate()),
+            claim_fresh(&store, &b, ClaimToken::generate()),
+        )
+    })
+    .await
+    .expect("a claim waited for the pool without end");
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    for req in [&a, &b] {
+        assert_eq!(pg_record(&pool, &req.scope).await.unwrap().0, "claimed");
+    }
+}
