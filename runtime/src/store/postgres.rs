@@ -6,9 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPool, PgRow, PgTransactionManager};
-use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Postgres, Row, SqlSafeStr, SqlStr};
+use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Row, SqlSafeStr, SqlStr};
 use sqlx_core::transaction::TransactionManager;
 
 use super::pooler::{self, Pooler, PoolerError};
@@ -80,9 +79,9 @@ enum Work<'a> {
 impl<'a> Work<'a> {
     async fn acquire(warm: &'a Arc<Warm>, pooler: Pooler) -> Result<Work<'a>, StoreError> {
         if pooler.wraps() {
-            let conn = warm.pool().acquire().await.map_err(classify)?;
+            let conn = warm.take().await.map_err(classify)?;
             Ok(Work::Wrapped(
-                PgTx::begin(conn, None).await.map_err(classify)?,
+                PgTx::begin(conn, None, None).await.map_err(classify)?,
             ))
         } else {
             Ok(Work::Direct(warm.take().await.map_err(classify)?, warm))
@@ -122,10 +121,16 @@ impl<'a> Work<'a> {
 /// `COMMIT` is). Dropped then (its future cancelled), it closes the connection instead of handing
 /// it back to the pool, so no other request's statements can run inside, or after a stray
 /// `ROLLBACK` of, this transaction.
+///
+/// Ended (committed or rolled back, answered) and outside any nested transaction, its connection
+/// is kept for the store's next statement (warm.rs) when it came from a store that keeps them.
 #[derive(Debug)]
 pub struct PgTx {
-    conn: PoolConnection<Postgres>,
+    /// Present until the transaction is dropped.
+    conn: Option<Taken>,
     state: TxState,
+    /// Where an ended transaction's connection is kept, if anywhere.
+    home: Option<Arc<Warm>>,
 }
 
 /// What a [`PgTx`] knows of its connection's transaction.
@@ -143,38 +148,45 @@ impl PgTx {
     /// The connection to run queries on, inside the attempt's transaction. Issuing transaction
     /// control statements (`COMMIT`, `ROLLBACK`) through it is not supported.
     pub fn conn(&mut self) -> &mut PgConnection {
-        &mut self.conn
+        let taken = self
+            .conn
+            .as_mut()
+            .expect("a PgTx has its connection until dropped");
+        taken.conn()
     }
 
-    /// A connection about to begin: in doubt until the `BEGIN` is answered.
-    fn beginning(conn: PoolConnection<Postgres>) -> PgTx {
+    /// A connection about to begin: in doubt until the `BEGIN` is answered. `home` keeps it
+    /// once the transaction ended.
+    fn beginning(conn: Taken, home: Option<Arc<Warm>>) -> PgTx {
         PgTx {
-            conn,
+            conn: Some(conn),
             state: TxState::InDoubt,
+            home,
         }
     }
 
     async fn begin(
-        conn: PoolConnection<Postgres>,
+        conn: Taken,
+        home: Option<Arc<Warm>>,
         statement: Option<SqlStr>,
     ) -> Result<PgTx, sqlx::Error> {
-        let mut tx = PgTx::beginning(conn);
+        let mut tx = PgTx::beginning(conn, home);
         // Cancelled or failed before the answer: `tx` is dropped in doubt and closes.
-        PgTransactionManager::begin(&mut tx.conn, statement).await?;
+        PgTransactionManager::begin(tx.conn(), statement).await?;
         tx.state = TxState::Open;
         Ok(tx)
     }
 
     async fn commit(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
-        PgTransactionManager::commit(&mut self.conn).await?;
+        PgTransactionManager::commit(self.conn()).await?;
         self.state = TxState::Ended;
         Ok(())
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
-        PgTransactionManager::rollback(&mut self.conn).await?;
+        PgTransactionManager::rollback(self.conn()).await?;
         self.state = TxState::Ended;
         Ok(())
     }
@@ -182,15 +194,27 @@ impl PgTx {
 
 impl Drop for PgTx {
     fn drop(&mut self) {
+        let Some(mut taken) = self.conn.take() else {
+            return;
+        };
         match self.state {
             // Queues the ROLLBACK; the pool flushes it before the connection is reused.
-            TxState::Open => PgTransactionManager::start_rollback(&mut self.conn),
+            TxState::Open => PgTransactionManager::start_rollback(taken.conn()),
             // The server may be inside a transaction sqlx does not count, or outside one it
             // still counts: the connection must not serve anyone else. Closing it ends any
             // transaction still open on the server (a COMMIT already sent may still land, as
             // with any lost acknowledgement).
-            TxState::InDoubt => self.conn.close_on_drop(),
-            TxState::Ended => {}
+            TxState::InDoubt => taken.conn().close_on_drop(),
+            // Idle, nothing queued: kept for the store's next statement, unless a savepoint a
+            // handler never ended leaves sqlx counting a transaction (then the pool's release
+            // test flushes whatever is left, as for any connection).
+            TxState::Ended => {
+                if let Some(home) = &self.home
+                    && PgTransactionManager::get_transaction_depth(taken.conn()) == 0
+                {
+                    home.keep(taken);
+                }
+            }
         }
     }
 }
@@ -255,6 +279,12 @@ impl PgStore {
     pub fn with_claim_pool(mut self, claim_pool: PgPool) -> PgStore {
         self.claim_pool = Warm::new(claim_pool, true);
         self
+    }
+
+    /// Where a business transaction's connection is kept once it ended: not behind a
+    /// transaction pooler, whose store statements run in wrapping transactions of their own.
+    fn home(&self) -> Option<Arc<Warm>> {
+        (!self.pooler.wraps()).then(|| Arc::clone(&self.pool))
     }
 
     /// The business pool.
@@ -691,20 +721,22 @@ impl Store for PgStore {
     }
 
     async fn begin(&self) -> Result<PgTx, StoreError> {
-        let conn = self.pool.take().await.map_err(classify)?.into_inner();
+        let conn = self.pool.take().await.map_err(classify)?;
         let statement = (self.pooler == Pooler::Transaction)
             .then(|| AssertSqlSafe(BEGIN_DEALLOCATING).into_sql_str());
-        PgTx::begin(conn, statement).await.map_err(classify)
+        PgTx::begin(conn, self.home(), statement)
+            .await
+            .map_err(classify)
     }
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<PgTx>, StoreError> {
         let hash = request.scope.hash();
-        let conn = self.pool.take().await.map_err(classify)?.into_inner();
+        let conn = self.pool.take().await.map_err(classify)?;
         let statement = AssertSqlSafe(gated_begin(&hash, self.pooler)).into_sql_str();
         // In doubt until the gate's transaction is known open or ended: cancelled or failed in
         // between, `tx` closes the connection (it may hold the key's advisory lock).
-        let mut tx = PgTx::beginning(conn);
-        let failure = match PgTransactionManager::begin(&mut tx.conn, Some(statement)).await {
+        let mut tx = PgTx::beginning(conn, self.home());
+        let failure = match PgTransactionManager::begin(tx.conn(), Some(statement)).await {
             Ok(()) => {
                 tx.state = TxState::Open;
                 return Ok(Gate::Open(tx));
@@ -719,14 +751,14 @@ impl Store for PgStore {
         };
         let gate = match code.as_deref() {
             Some(GATE_BUSY) => {
-                tx.conn.execute("ROLLBACK").await.map_err(classify)?;
+                tx.conn().execute("ROLLBACK").await.map_err(classify)?;
                 Ok(Gate::Busy)
             }
             Some(GATE_RECORD) => {
                 // The rollback and the read in one round trip (literals computed by the runtime).
                 let statement = AssertSqlSafe(rollback_and_read(&hash, request.stale_after));
                 let row = sqlx::raw_sql(statement)
-                    .fetch_optional(&mut *tx.conn)
+                    .fetch_optional(tx.conn())
                     .await
                     .map_err(classify)?;
                 // Its next attempts look first (`Store::look`): one round trip instead of two.
@@ -736,7 +768,7 @@ impl Store for PgStore {
                 ))
             }
             Some(READ_ONLY) => {
-                tx.conn.execute("ROLLBACK").await.map_err(classify)?;
+                tx.conn().execute("ROLLBACK").await.map_err(classify)?;
                 Err(classify(failure))
             }
             // Unknown state: `tx` stays in doubt and closes the connection.

@@ -4,9 +4,10 @@
 //! sqlx tests every connection given back to its pool with a round trip of its own (a `Sync`
 //! the server answers), whatever was done with it: that is how it learns that a cancelled
 //! statement left no answer unread and that a queued `ROLLBACK` reached the server. A store
-//! statement that completed already knows both: its answer was read up to `ReadyForQuery`,
-//! nothing is queued and the connection is idle outside any transaction. Such a connection is
-//! kept here for the store's next statement instead (bench/http: the release test was about a
+//! statement that completed, and a business transaction whose `COMMIT` or `ROLLBACK` was
+//! answered, already know both: the answer was read up to `ReadyForQuery`, nothing is queued
+//! and the connection is idle outside any transaction. Such a connection is kept here for the
+//! store's next statement or business transaction instead (bench/http: the release test was about a
 //! fifth of the CPU a replay or a `GET` costs the service and PostgreSQL together).
 //!
 //! The pool's own rules still hold, a little later:
@@ -67,6 +68,7 @@ impl Drop for Waiting<'_> {
 
 /// A connection out of its pool, kept or just acquired. Dropped, it goes back to the pool as
 /// sqlx returns any connection; given to [`Warm::keep`], it may serve the next store statement.
+#[derive(Debug)]
 pub(crate) struct Taken {
     conn: PoolConnection<Postgres>,
     left_pool: Instant,
@@ -75,10 +77,6 @@ pub(crate) struct Taken {
 impl Taken {
     pub(crate) fn conn(&mut self) -> &mut PoolConnection<Postgres> {
         &mut self.conn
-    }
-
-    pub(crate) fn into_inner(self) -> PoolConnection<Postgres> {
-        self.conn
     }
 }
 

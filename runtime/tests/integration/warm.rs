@@ -182,3 +182,55 @@ async fn a_claim_pool_of_one_keeps_its_connection_and_still_serves_a_waiting_cla
         assert_eq!(pg_record(&pool, &req.scope).await.unwrap().0, "claimed");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_transaction_keeps_its_connection_and_a_dropped_one_rolls_back_at_once() {
+    let (db, pool) = fresh_pg(4).await;
+    let store = PgStore::new(pool.clone());
+    assert!(
+        within(Duration::from_secs(2), || pool.num_idle()
+            == pool.size() as usize)
+        .await
+        .is_some()
+    );
+    let size = pool.size();
+    let mut tx = store.begin().await.unwrap();
+    sqlx::query("INSERT INTO business_writes (label) VALUES ('kept')")
+        .execute(tx.conn())
+        .await
+        .unwrap();
+    store.commit(tx).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(pool.size(), size);
+    assert_eq!(
+        pool.num_idle(),
+        size as usize - 1,
+        "the committed connection was not kept"
+    );
+
+    // Dropped while open, a transaction's ROLLBACK is only queued: its connection must go through
+    // sqlx's release test, which sends it, not wait in the store for its next statement.
+    let mut tx = store.begin().await.unwrap();
+    sqlx::query("SELECT id FROM business_writes WHERE label = 'kept' FOR UPDATE")
+        .execute(tx.conn())
+        .await
+        .unwrap();
+    drop(tx);
+    let mut other = db.connect().await.unwrap();
+    let mut unlocked = false;
+    let started = Instant::now();
+    while !unlocked && started.elapsed() < Duration::from_millis(150) {
+        let mut check = other.begin().await.unwrap();
+        unlocked =
+            sqlx::query("SELECT id FROM business_writes WHERE label = 'kept' FOR UPDATE NOWAIT")
+                .execute(&mut *check)
+                .await
+                .is_ok();
+        check.rollback().await.ok();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        unlocked,
+        "the dropped transaction still held its row lock after 150 ms"
+    );
+}
