@@ -205,13 +205,14 @@ impl Drop for PgTx {
             // transaction still open on the server (a COMMIT already sent may still land, as
             // with any lost acknowledgement).
             TxState::InDoubt => taken.conn().close_on_drop(),
-            // Idle, nothing queued: kept for the store's next statement, unless a savepoint a
-            // handler never ended leaves sqlx counting a transaction (then the pool's release
-            // test flushes whatever is left, as for any connection).
+            // Idle, nothing queued: kept for the store's next statement. Unless sqlx still
+            // counts a transaction (a handler's savepoint never ended, so the `COMMIT` or
+            // `ROLLBACK` only ended that): the server is still inside the outer one, and the
+            // connection must not serve anyone else.
             TxState::Ended => {
-                if let Some(home) = &self.home
-                    && PgTransactionManager::get_transaction_depth(taken.conn()) == 0
-                {
+                if PgTransactionManager::get_transaction_depth(taken.conn()) != 0 {
+                    taken.conn().close_on_drop();
+                } else if let Some(home) = &self.home {
                     home.keep(taken);
                 }
             }
@@ -276,6 +277,8 @@ impl PgStore {
 
     /// Uses a separate pool for claim and release statements, so that duplicates get their 409
     /// promptly while every business connection is busy (protocol.md, "States and transitions").
+    /// The pool must be the store's alone (not the business pool, nor one other code uses): the
+    /// store keeps its connections between statements by counting only its own waiters.
     pub fn with_claim_pool(mut self, claim_pool: PgPool) -> PgStore {
         self.claim_pool = Warm::new(claim_pool, true);
         self

@@ -23,6 +23,11 @@
 //!   closed, so `Pool::close` does not wait for the store;
 //! - a statement that failed or was cancelled drops its connection as sqlx drops any: tested,
 //!   or closed.
+//!
+//! Between a connection's uses here the pool's other hooks do not run either: `after_release`
+//! (a pool that needs it, e.g. to `DISCARD ALL` after each transaction, gets it once per window)
+//! and `test_before_acquire` (a connection that died in the last 200 ms fails one statement, a
+//! 503, instead of being replaced quietly).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -171,27 +176,59 @@ impl Warm {
         self.pool.num_idle() == 0 && self.pool.size() >= self.pool.options().get_max_connections()
     }
 
-    /// Hands back connections kept longer than [`WINDOW`], every [`WINDOW`], and all of them as
-    /// soon as the pool closes; ends when none is left.
+    /// Hands back each kept connection as it reaches [`WINDOW`] since it left the pool, and all
+    /// of them as soon as the pool closes; ends when none is left. Dropped unfinished (its
+    /// runtime shutting down), it lets the next [`Warm::keep`] start another.
     async fn sweep(self: Arc<Self>) {
+        /// Clears `sweeping` if the task is dropped while it waits.
+        struct Sweeping<'a>(&'a Warm, bool);
+        impl Drop for Sweeping<'_> {
+            fn drop(&mut self) {
+                if self.1 {
+                    self.0.kept().sweeping = false;
+                }
+            }
+        }
+        let mut sweeping = Sweeping(&self, true);
         loop {
+            let due = {
+                let mut kept = self.kept();
+                match kept.conns.iter().map(|(_, left)| *left + WINDOW).min() {
+                    Some(due) => due,
+                    None => {
+                        // Under the lock a `keep` checks it with: no connection is left unswept.
+                        kept.sweeping = false;
+                        sweeping.1 = false;
+                        return;
+                    }
+                }
+            };
             tokio::select! {
-                () = tokio::time::sleep(WINDOW) => {}
+                () = tokio::time::sleep_until(due.into()) => {}
                 () = self.pool.close_event() => {}
             }
             let closed = self.pool.is_closed();
-            let (expired, done) = {
+            let expired: Vec<_> = {
                 let mut kept = self.kept();
                 let (expired, young) = std::mem::take(&mut kept.conns)
                     .into_iter()
                     .partition(|(_, left_pool)| closed || left_pool.elapsed() >= WINDOW);
                 kept.conns = young;
-                kept.sweeping = !kept.conns.is_empty();
-                (expired, !kept.sweeping)
+                expired
             };
+            // Back to the pool, outside the lock.
             drop::<Vec<(PoolConnection<Postgres>, Instant)>>(expired);
-            if done {
-                return;
+        }
+    }
+}
+
+impl Drop for Warm {
+    /// Outside a Tokio runtime sqlx cannot hand a connection back (its drop spawns a task):
+    /// kept connections are then detached from their pool and closed with their sockets.
+    fn drop(&mut self) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            for (conn, _) in std::mem::take(&mut self.kept().conns) {
+                drop(conn.leak());
             }
         }
     }

@@ -93,8 +93,9 @@ async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
         .execute(&mut *held)
         .await
         .unwrap();
+    // Cut well inside the window (200 ms), where a finished statement's connection is kept.
     let cut =
-        tokio::time::timeout(Duration::from_millis(200), store.release(&req.scope, token)).await;
+        tokio::time::timeout(Duration::from_millis(50), store.release(&req.scope, token)).await;
     assert!(
         cut.is_err(),
         "the release did not wait for the lock: {cut:?}"
@@ -130,8 +131,20 @@ async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
 async fn closing_the_pool_does_not_wait_for_the_store() {
     let (_db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
+    assert!(
+        within(Duration::from_secs(2), || pool.num_idle()
+            == pool.size() as usize)
+        .await
+        .is_some()
+    );
     let req = request(scope("alice", "closing"), json!({}), 1);
     claim_fresh(&store, &req, ClaimToken::generate()).await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(
+        pool.num_idle(),
+        pool.size() as usize - 1,
+        "nothing was kept"
+    );
     // The store (and the connection it keeps) is alive while the pool closes: the connection is
     // handed back as the pool closes, not when the window ends (200 ms).
     let started = Instant::now();
