@@ -24,17 +24,23 @@ async fn within(limit: Duration, mut ready: impl FnMut() -> bool) -> Option<Dura
     None
 }
 
+/// Waits until every connection of `pool` is idle in it (the set-up's included): up to 2 s.
+async fn settled(pool: &sqlx::PgPool) {
+    let all_idle = within(Duration::from_secs(2), || {
+        pool.num_idle() == pool.size() as usize
+    })
+    .await;
+    assert!(
+        all_idle.is_some(),
+        "the set-up's connections never went back"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_is_kept_between_statements_and_back_in_the_pool_within_the_window() {
     let (_db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
-    // The set-up's connection back in the pool first.
-    assert!(
-        within(Duration::from_secs(2), || pool.num_idle()
-            == pool.size() as usize)
-        .await
-        .is_some()
-    );
+    settled(&pool).await;
     let size = pool.size();
     for n in 0..3 {
         let req = request(scope("alice", &format!("kept-{n}")), json!({}), 1);
@@ -131,12 +137,7 @@ async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
 async fn closing_the_pool_does_not_wait_for_the_store() {
     let (_db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
-    assert!(
-        within(Duration::from_secs(2), || pool.num_idle()
-            == pool.size() as usize)
-        .await
-        .is_some()
-    );
+    settled(&pool).await;
     let req = request(scope("alice", "closing"), json!({}), 1);
     claim_fresh(&store, &req, ClaimToken::generate()).await;
     tokio::time::sleep(Duration::from_millis(30)).await;
@@ -200,12 +201,7 @@ async fn a_claim_pool_of_one_keeps_its_connection_and_still_serves_a_waiting_cla
 async fn a_committed_transaction_keeps_its_connection_and_a_dropped_one_rolls_back_at_once() {
     let (db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
-    assert!(
-        within(Duration::from_secs(2), || pool.num_idle()
-            == pool.size() as usize)
-        .await
-        .is_some()
-    );
+    settled(&pool).await;
     let size = pool.size();
     let mut tx = store.begin().await.unwrap();
     sqlx::query("INSERT INTO business_writes (label) VALUES ('kept')")
