@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::{ClaimRequest, ClaimToken, Gate};
+use idemgen_runtime::engine::{ClaimToken, Gate};
 use idemgen_runtime::{PgStore, Store, TxHandle};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -185,15 +185,7 @@ async fn a_cancelled_commit_or_rollback_leaves_the_connection_idle_and_the_commi
 async fn a_cancelled_gated_begin_frees_the_keys_gate() {
     let (pool, store, mut observer) = one_connection_store().await;
     let req = request(scope("alice", "gate-cancel"), json!({"n": 1}), 1);
-    let claim = |token| ClaimRequest {
-        scope: &req.scope,
-        fingerprint: &req.fingerprint,
-        fingerprint_version: req.fingerprint_version,
-        token,
-        holder: None,
-        stale_after: Duration::from_secs(300),
-        retention: None,
-    };
+    let claim = |token| claim_of(&req, token);
     for n in 0..30 {
         warm(&pool).await;
         let first = claim(ClaimToken::generate());

@@ -872,20 +872,13 @@ async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
 async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
     use idemgen_runtime::Store;
     use idemgen_runtime::engine::{ClaimToken, StoreError};
-    use sqlx::Connection as _;
     let (db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
     let req = request(scope("alice", "held"), json!({}), 1);
     let token = ClaimToken::generate();
     claim_fresh(&store, &req, token).await;
     // Another session holds the record's row lock, as an in-doubt completion does.
-    let mut holder = db.connect().await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM idempotency_records WHERE scope_hash = $1 FOR UPDATE")
-        .bind(&req.scope.hash()[..])
-        .execute(&mut *held)
-        .await
-        .unwrap();
+    let mut held = hold_record_lock(&db, &req.scope).await;
     let started = Instant::now();
     let gave_up = tokio::time::timeout(Duration::from_secs(30), store.release(&req.scope, token))
         .await
@@ -902,7 +895,7 @@ async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
     let (state, _) = pg_record(&pool, &req.scope).await.expect("still claimed");
     assert_eq!(state, "claimed");
     // The lock's session ends: the release goes through.
-    held.rollback().await.unwrap();
+    sqlx::raw_sql("ROLLBACK").execute(&mut held).await.unwrap();
     store.release(&req.scope, token).await.unwrap();
     assert_eq!(pg_record(&pool, &req.scope).await, None);
 }

@@ -12,26 +12,14 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{
-    ClaimOutcome, ClaimRequest, ClaimToken, Disposition, ExecuteError, Gate, IdempotentRequest,
-    RecordState, StoredResponse,
+    ClaimOutcome, ClaimToken, Disposition, ExecuteError, Gate, IdempotentRequest, RecordState,
+    StoredResponse,
 };
 use idemgen_runtime::{Executor, ProblemKind, SqlitePool, SqliteStore, Store, Strategy, TxHandle};
 use serde_json::json;
 use sqlx::pool::PoolOptions;
 
 use crate::support::*;
-
-fn claim_of<'a>(req: &'a IdempotentRequest, token: ClaimToken) -> ClaimRequest<'a> {
-    ClaimRequest {
-        scope: &req.scope,
-        fingerprint: &req.fingerprint,
-        fingerprint_version: req.fingerprint_version,
-        token,
-        holder: None,
-        stale_after: Duration::from_secs(300),
-        retention: None,
-    }
-}
 
 fn stored(body: &str) -> StoredResponse {
     StoredResponse {

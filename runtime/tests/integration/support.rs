@@ -484,26 +484,43 @@ pub async fn pgbouncer_env(config: ExecutorConfig, mode: PoolMode) -> Env<PgStor
     }
 }
 
-/// Claims the fresh key of `req` with `token` on the store directly (no lease, the default
-/// stale-claim timeout, kept forever).
+/// The claim of `req`'s key with `token`: no lease, the default stale-claim timeout, kept
+/// forever.
+pub fn claim_of(
+    req: &IdempotentRequest,
+    token: idemgen_runtime::engine::ClaimToken,
+) -> idemgen_runtime::engine::ClaimRequest<'_> {
+    idemgen_runtime::engine::ClaimRequest {
+        scope: &req.scope,
+        fingerprint: &req.fingerprint,
+        fingerprint_version: req.fingerprint_version,
+        token,
+        holder: None,
+        stale_after: Duration::from_secs(300),
+        retention: None,
+    }
+}
+
+/// Claims the fresh key of `req` with `token` on the store directly ([`claim_of`]).
 pub async fn claim_fresh(
     store: &PgStore,
-    req: &idemgen_runtime::engine::IdempotentRequest,
+    req: &IdempotentRequest,
     token: idemgen_runtime::engine::ClaimToken,
 ) {
-    use idemgen_runtime::Store;
-    use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest};
-    let claimed = store
-        .claim(&ClaimRequest {
-            scope: &req.scope,
-            fingerprint: &req.fingerprint,
-            fingerprint_version: req.fingerprint_version,
-            token,
-            holder: None,
-            stale_after: Duration::from_secs(300),
-            retention: None,
-        })
+    use idemgen_runtime::engine::ClaimOutcome;
+    let claimed = store.claim(&claim_of(req, token)).await.unwrap();
+    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+}
+
+/// A session of its own inside a transaction that holds the row lock of `scope`'s record, as an
+/// in-doubt completion does; `ROLLBACK` on it lets go.
+pub async fn hold_record_lock(db: &TestDb, scope: &Scope) -> sqlx::PgConnection {
+    let mut holder = db.connect().await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM idempotency_records WHERE scope_hash = $1 FOR UPDATE")
+        .bind(&scope.hash()[..])
+        .execute(&mut holder)
         .await
         .unwrap();
-    assert!(matches!(claimed, ClaimOutcome::Claimed { .. }));
+    holder
 }

@@ -92,13 +92,7 @@ async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
     let token = ClaimToken::generate();
     claim_fresh(&store, &req, token).await;
     // Another session holds the record's row lock: the release waits for it (up to 5 s).
-    let mut holder = db.connect().await.unwrap();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM idempotency_records WHERE scope_hash = $1 FOR UPDATE")
-        .bind(&req.scope.hash()[..])
-        .execute(&mut *held)
-        .await
-        .unwrap();
+    let mut held = hold_record_lock(&db, &req.scope).await;
     // Cut well inside the window (200 ms), where a finished statement's connection is kept.
     let cut =
         tokio::time::timeout(Duration::from_millis(50), store.release(&req.scope, token)).await;
@@ -120,7 +114,7 @@ async fn a_statement_cut_in_flight_leaves_its_connection_to_sqlx() {
     let (state, _) = pg_record(&pool, &other.scope).await.expect("claimed");
     assert_eq!(state, "claimed");
     // Once the lock goes, the store's statements still get their own answers.
-    held.rollback().await.unwrap();
+    sqlx::raw_sql("ROLLBACK").execute(&mut held).await.unwrap();
     store
         .release(&other.scope, ClaimToken::generate())
         .await
