@@ -1126,6 +1126,18 @@ impl<S: Store> Executor<S> {
                 return Err(ExecuteError::Handler(e));
             }
         };
+        // A handler that leaked a savepoint: completing and committing would end only that, and
+        // the write would be lost after the client was told it succeeded. A bug of the handler's,
+        // answered 500, with nothing written.
+        let mut tx = tx;
+        if tx.as_mut().is_some_and(|tx| self.store.nested_open(tx)) {
+            self.abandon(tx, request, token, claim_committed)
+                .instrument(complete_span)
+                .await;
+            return Err(Problem::new(ProblemKind::Internal)
+                .with_internal(crate::store::NESTED_OPEN)
+                .into());
+        }
         let stored = match self.encode(request, &response) {
             Ok(Some(stored)) => stored,
             Ok(None) => {

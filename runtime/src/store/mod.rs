@@ -29,6 +29,10 @@ pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scop
 pub use sqlite::{SqliteStore, SqliteTx};
 pub use writer::{WriterHosts, WriterUrlError};
 
+/// Why a store refused to commit a transaction left inside a nested one ([`Store::nested_open`]).
+pub(crate) const NESTED_OPEN: &str =
+    "a nested transaction (savepoint) was left open; the transaction was rolled back";
+
 /// What an attempt asks for when it claims a key.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest<'a> {
@@ -159,10 +163,20 @@ pub trait Store: Send + Sync + 'static {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError>;
 
-    /// Commits `tx`.
+    /// Whether `tx` is still inside a nested transaction its handler began and never ended (a
+    /// savepoint whose handle was leaked, `mem::forget`): committing would end only that
+    /// savepoint, so the executor abandons such an attempt instead (500). The default: never
+    /// (a store without nested transactions).
+    fn nested_open(&self, tx: &mut Self::Tx) -> bool {
+        let _ = tx;
+        false
+    }
+
+    /// Commits `tx`. A `tx` left inside a nested transaction ([`Store::nested_open`]) is rolled
+    /// back instead, and the commit [`CommitError::Rejected`].
     async fn commit(&self, tx: Self::Tx) -> Result<(), CommitError>;
 
-    /// Rolls `tx` back.
+    /// Rolls `tx` back, nested transactions left open included.
     async fn rollback(&self, tx: Self::Tx) -> Result<(), StoreError>;
 
     /// Deletes this attempt's claim (after a non-2xx result or a failure), so a retry executes.

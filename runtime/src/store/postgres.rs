@@ -13,7 +13,7 @@ use sqlx_core::transaction::TransactionManager;
 use super::pooler::{self, Pooler, PoolerError};
 use super::warm::{Taken, Warm};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, HolderId, Record, RecordState, Scope, gate_key};
+use super::{ClaimToken, HolderId, NESTED_OPEN, Record, RecordState, Scope, gate_key};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -177,6 +177,12 @@ impl PgTx {
         Ok(tx)
     }
 
+    /// Whether a handler's nested `begin` (a savepoint) is still counted: its handle was leaked,
+    /// so sqlx's `COMMIT` or `ROLLBACK` would end only the savepoint.
+    fn nested_open(&mut self) -> bool {
+        PgTransactionManager::get_transaction_depth(self.conn()) > 1
+    }
+
     async fn commit(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
         PgTransactionManager::commit(self.conn()).await?;
@@ -186,7 +192,13 @@ impl PgTx {
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
-        PgTransactionManager::rollback(self.conn()).await?;
+        if self.nested_open() {
+            // The whole transaction, savepoints included. sqlx still counts them: dropped ended
+            // with a depth, the connection is closed.
+            self.conn().execute("ROLLBACK").await?;
+        } else {
+            PgTransactionManager::rollback(self.conn()).await?;
+        }
         self.state = TxState::Ended;
         Ok(())
     }
@@ -198,8 +210,16 @@ impl Drop for PgTx {
             return;
         };
         match self.state {
-            // Queues the ROLLBACK; the pool flushes it before the connection is reused.
-            TxState::Open => PgTransactionManager::start_rollback(taken.conn()),
+            // Queues the ROLLBACK; the pool flushes it before the connection is reused. Inside a
+            // savepoint a handler leaked, that ROLLBACK would end only the savepoint: closing
+            // the connection ends the whole transaction.
+            TxState::Open => {
+                if PgTransactionManager::get_transaction_depth(taken.conn()) > 1 {
+                    taken.conn().close_on_drop();
+                } else {
+                    PgTransactionManager::start_rollback(taken.conn());
+                }
+            }
             // The server may be inside a transaction sqlx does not count, or outside one it
             // still counts: the connection must not serve anyone else. Closing it ends any
             // transaction still open on the server (a COMMIT already sent may still land, as
@@ -839,7 +859,16 @@ impl Store for PgStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn commit(&self, tx: PgTx) -> Result<(), CommitError> {
+    fn nested_open(&self, tx: &mut PgTx) -> bool {
+        tx.nested_open()
+    }
+
+    async fn commit(&self, mut tx: PgTx) -> Result<(), CommitError> {
+        if tx.nested_open() {
+            // A `COMMIT` would end only the savepoint, leaving the work uncommitted.
+            let _ = tx.rollback().await;
+            return Err(CommitError::Rejected(NESTED_OPEN.into()));
+        }
         tx.commit().await.map_err(|e| match e {
             sqlx::Error::Database(_) => CommitError::Rejected(e.to_string()),
             other => CommitError::Unknown(other.to_string()),

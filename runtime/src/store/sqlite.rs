@@ -37,7 +37,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::pool::PoolConnection;
 use sqlx::pool::PoolOptions;
-use sqlx::{AssertSqlSafe, Row, SqlSafeStr};
+use sqlx::{AssertSqlSafe, Executor as _, Row, SqlSafeStr};
 use sqlx_core::transaction::TransactionManager;
 use sqlx_sqlite::{
     Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqliteRow,
@@ -45,7 +45,7 @@ use sqlx_sqlite::{
 };
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, HolderId, Record, RecordState, Scope};
+use super::{ClaimToken, HolderId, NESTED_OPEN, Record, RecordState, Scope};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -168,6 +168,14 @@ impl SqliteTx {
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
+        if self.nested_open() {
+            // The whole transaction, savepoints included; the worker still counts them, so the
+            // connection is closed, never reused.
+            self.conn.close_on_drop();
+            self.conn.execute("ROLLBACK").await?;
+            self.ended = true;
+            return Ok(());
+        }
         if let Err(e) = SqliteTransactionManager::rollback(&mut self.conn).await {
             self.conn.close_on_drop();
             return Err(e);
@@ -175,11 +183,22 @@ impl SqliteTx {
         self.ended = true;
         Ok(())
     }
+
+    /// Whether a handler's nested `begin` (a savepoint) is still counted: its handle was leaked,
+    /// so the driver's `COMMIT` or `ROLLBACK` would end only the savepoint.
+    fn nested_open(&self) -> bool {
+        SqliteTransactionManager::get_transaction_depth(&self.conn) > 1
+    }
 }
 
 impl Drop for SqliteTx {
     fn drop(&mut self) {
         if !self.ended {
+            if self.nested_open() {
+                // The queued rollback would end only a savepoint the handler leaked: closing
+                // the connection ends the whole transaction.
+                self.conn.close_on_drop();
+            }
             // Queued before the connection returns to the pool, so it runs before anything of
             // the next user; the worker rolls back only a transaction it still counts.
             SqliteTransactionManager::start_rollback(&mut self.conn);
@@ -684,7 +703,16 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
+    fn nested_open(&self, tx: &mut SqliteTx) -> bool {
+        tx.nested_open()
+    }
+
     async fn commit(&self, tx: SqliteTx) -> Result<(), CommitError> {
+        if tx.nested_open() {
+            // A `COMMIT` would end only the savepoint, leaving the work uncommitted.
+            let _ = tx.rollback().await;
+            return Err(CommitError::Rejected(NESTED_OPEN.into()));
+        }
         tx.commit().await.map_err(|e| match &e {
             // An I/O error while writing the commit to the WAL: it may or may not be there.
             sqlx::Error::Database(db)

@@ -35,6 +35,10 @@ mod durability;
 /// The statements an attempt sends, counted by `pg_stat_statements`.
 mod statements;
 
+/// Nested transactions in handlers: savepoints they end are part of the attempt; a leaked one
+/// refuses the attempt with nothing written, on PostgreSQL and SQLite.
+mod savepoints;
+
 /// A deploy that changes strategy: an in-transaction completion that meets a separate claim's
 /// record rolls back, replays it and leaves its connection clean.
 mod strategies;

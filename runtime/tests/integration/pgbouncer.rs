@@ -157,10 +157,17 @@ async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarte
         .unwrap();
     let store = PgStore::new(pool).with_pooler(pooler_for(mode));
     store.check().await.expect("pooler check");
+    // A lease longer than a restart can take on a loaded machine. While the pooler or the
+    // server is down the executor's renewals fail too, and a lease that lapses makes this live
+    // executor's own claims stale, so its retries would take them over: the protocol's answer to
+    // a holder that stopped renewing (leases.rs), not what this test is about. Here every claim a
+    // cut attempt left must be released behind by its token, or its key would wait out
+    // `stale_claim` (the 40 s convergence bound fails), and nothing is ever taken over.
     let exec = Executor::new(
         store,
         ExecutorConfig {
             strategy,
+            lease_expiry: Some(Duration::from_secs(60)),
             ..ExecutorConfig::default()
         },
     );
