@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::ClaimToken;
+use idemgen_runtime::engine::{ClaimToken, Disposition};
 use idemgen_runtime::{PgStore, Store};
 use serde_json::json;
 use sqlx::Connection as _;
@@ -272,4 +272,97 @@ async fn a_committed_transaction_keeps_its_connection_and_a_dropped_one_rolls_ba
         unlocked,
         "the dropped transaction still held its row lock after 150 ms"
     );
+}
+
+/// The state `pg_stat_activity` shows for the backend `pid` (`idle`, `idle in transaction`, …).
+async fn backend_state(pool: &sqlx::PgPool, pid: i32) -> Option<String> {
+    sqlx::query_scalar("SELECT state FROM pg_stat_activity WHERE pid = $1")
+        .bind(pid)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
+        .flatten()
+}
+
+/// The in-transaction gate's other outcomes end their transaction with a `ROLLBACK` of their
+/// own and keep the connection: busy (another attempt holds the key) and a record found (read in
+/// the rollback's round trip). Each time the one connection of the store's pool is left idle
+/// outside any transaction, and is still the same connection, not closed as in doubt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_s_rollbacks_leave_their_connection_clean_and_kept() {
+    let (db, pool) = fresh_pg(8).await;
+    let single = db.pool(1).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&single)
+        .await
+        .unwrap();
+    let gated = idemgen_runtime::Executor::new(
+        PgStore::new(single.clone()),
+        idemgen_runtime::ExecutorConfig {
+            in_flight_wait: Duration::from_millis(200),
+            ..config(idemgen_runtime::Strategy::InTransaction)
+        },
+    );
+    let holder = idemgen_runtime::Executor::new(
+        PgStore::new(pool.clone()),
+        config(idemgen_runtime::Strategy::InTransaction),
+    );
+    let req = request(scope("alice", "gate-paths"), json!({}), 1);
+    // Another attempt holds the key's gate inside its transaction for a second.
+    let first = {
+        let (holder, req) = (holder.clone(), req.clone());
+        tokio::spawn(async move {
+            holder
+                .execute(
+                    req,
+                    pg_slow_id_writer("held".into(), Duration::from_millis(1000)),
+                )
+                .await
+        })
+    };
+    let started = Instant::now();
+    loop {
+        let locks: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if locks > 0 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "never held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Busy, round after round, then 409.
+    let busy = gated
+        .execute(
+            req.clone(),
+            pg_slow_id_writer("never".into(), Duration::ZERO),
+        )
+        .await;
+    assert_eq!(problem_status(&busy), Some(409), "{busy:?}");
+    assert_eq!(backend_state(&pool, pid).await.as_deref(), Some("idle"));
+    // The record found by the gate (this store has not seen the key), read as it rolls back.
+    let won = first.await.unwrap().unwrap();
+    let replayed = gated
+        .execute(req, pg_slow_id_writer("never".into(), Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(replayed.disposition, Disposition::Replayed);
+    assert_eq!(replayed.response, won.response);
+    assert_eq!(backend_state(&pool, pid).await.as_deref(), Some("idle"));
+    assert_eq!(pg_write_ids(&pool, "never").await, Vec::<i64>::new());
+    // Still the same connection, and it commits the next attempt outside any transaction left.
+    let next = request(scope("alice", "after-gate"), json!({}), 1);
+    let done = gated
+        .execute(next, pg_slow_id_writer("next".into(), Duration::ZERO))
+        .await
+        .unwrap();
+    assert_eq!(done.disposition, Disposition::Executed);
+    assert_eq!(pg_write_ids(&pool, "next").await.len(), 1);
+    let now: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&single)
+        .await
+        .unwrap();
+    assert_eq!(now, pid, "the connection was closed instead of kept");
 }
