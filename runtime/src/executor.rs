@@ -277,6 +277,15 @@ impl<S: Store> TxHandle<S> {
         }
     }
 
+    /// Whether the store's transaction, if begun, is still the one it opened
+    /// ([`Store::tx_intact`]).
+    pub(crate) fn intact(&mut self) -> bool {
+        match self.tx.as_mut() {
+            Some(tx) => self.store.tx_intact(tx),
+            None => true,
+        }
+    }
+
     /// Rolls back a transaction opened with [`TxHandle::begin`].
     pub async fn rollback(self) -> Result<(), StoreError> {
         match self.tx {
@@ -1126,16 +1135,17 @@ impl<S: Store> Executor<S> {
                 return Err(ExecuteError::Handler(e));
             }
         };
-        // A handler that leaked a savepoint: completing and committing would end only that, and
-        // the write would be lost after the client was told it succeeded. A bug of the handler's,
-        // answered 500, with nothing written.
+        // A transaction its handler left inside a savepoint, or that ended under it: completing
+        // and committing would end only the savepoint, or write the record outside any
+        // transaction, and the client would be told of a write that is not there. A bug of the
+        // handler's, answered 500, with nothing of the attempt's transaction committed.
         let mut tx = tx;
-        if tx.as_mut().is_some_and(|tx| self.store.nested_open(tx)) {
+        if tx.as_mut().is_some_and(|tx| !self.store.tx_intact(tx)) {
             self.abandon(tx, request, token, claim_committed)
                 .instrument(complete_span)
                 .await;
             return Err(Problem::new(ProblemKind::Internal)
-                .with_internal(crate::store::NESTED_OPEN)
+                .with_internal(crate::store::TX_NOT_INTACT)
                 .into());
         }
         let stored = match self.encode(request, &response) {

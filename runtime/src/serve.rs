@@ -364,6 +364,14 @@ where
     let completion_started = std::time::Instant::now();
     let complete_span = tracing::info_span!("idemgen.complete");
     let (outcome, response) = match result {
+        // Left inside a savepoint, or ended under the handler: the handler's bug, not the
+        // store's (which the commit's refusal would answer 503).
+        Ok(_) if !tx.intact() => {
+            let _ = tx.rollback().instrument(complete_span).await;
+            let problem =
+                Problem::new(ProblemKind::Internal).with_internal(crate::store::TX_NOT_INTACT);
+            ("handler_error", problem.into_response())
+        }
         Ok(response) => match response.encode() {
             Ok(encoded) => match tx.commit().instrument(complete_span).await {
                 Ok(()) => ("executed", render(encoded)),

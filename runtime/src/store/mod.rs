@@ -29,9 +29,9 @@ pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scop
 pub use sqlite::{SqliteStore, SqliteTx};
 pub use writer::{WriterHosts, WriterUrlError};
 
-/// Why a store refused to commit a transaction left inside a nested one ([`Store::nested_open`]).
-pub(crate) const NESTED_OPEN: &str =
-    "a nested transaction (savepoint) was left open; the transaction was rolled back";
+/// Why a store refused to commit a transaction that is not intact ([`Store::tx_intact`]).
+pub(crate) const TX_NOT_INTACT: &str = "the transaction was left inside a nested transaction \
+     (savepoint) or ended under the handler (a nested begin that failed); it was rolled back";
 
 /// What an attempt asks for when it claims a key.
 #[derive(Debug, Clone)]
@@ -163,17 +163,20 @@ pub trait Store: Send + Sync + 'static {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError>;
 
-    /// Whether `tx` is still inside a nested transaction its handler began and never ended (a
-    /// savepoint whose handle was leaked, `mem::forget`): committing would end only that
-    /// savepoint, so the executor abandons such an attempt instead (500). The default: never
-    /// (a store without nested transactions).
-    fn nested_open(&self, tx: &mut Self::Tx) -> bool {
+    /// Whether `tx` is still exactly the transaction the store opened. Not when its handler
+    /// left it inside a nested transaction (a savepoint whose handle was leaked, `mem::forget`:
+    /// committing would end only the savepoint), nor when the transaction ended under the
+    /// handler (sqlx rolls the whole transaction back when a nested `begin` fails or is
+    /// cancelled at the first level, and what follows runs outside it). The executor abandons
+    /// such an attempt instead of completing it (500). The default: always (a store without
+    /// nested transactions).
+    fn tx_intact(&self, tx: &mut Self::Tx) -> bool {
         let _ = tx;
-        false
+        true
     }
 
-    /// Commits `tx`. A `tx` left inside a nested transaction ([`Store::nested_open`]) is rolled
-    /// back instead, and the commit [`CommitError::Rejected`].
+    /// Commits `tx`. A `tx` that is not intact ([`Store::tx_intact`]) is rolled back instead,
+    /// and the commit [`CommitError::Rejected`].
     async fn commit(&self, tx: Self::Tx) -> Result<(), CommitError>;
 
     /// Rolls `tx` back, nested transactions left open included.

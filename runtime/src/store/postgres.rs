@@ -13,7 +13,7 @@ use sqlx_core::transaction::TransactionManager;
 use super::pooler::{self, Pooler, PoolerError};
 use super::warm::{Taken, Warm};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, HolderId, NESTED_OPEN, Record, RecordState, Scope, gate_key};
+use super::{ClaimToken, HolderId, Record, RecordState, Scope, TX_NOT_INTACT, gate_key};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -177,10 +177,13 @@ impl PgTx {
         Ok(tx)
     }
 
-    /// Whether a handler's nested `begin` (a savepoint) is still counted: its handle was leaked,
-    /// so sqlx's `COMMIT` or `ROLLBACK` would end only the savepoint.
-    fn nested_open(&mut self) -> bool {
-        PgTransactionManager::get_transaction_depth(self.conn()) > 1
+    /// sqlx's count of transactions on the connection. 1 is this one; more, a savepoint a
+    /// handler began and leaked (sqlx's `COMMIT` or `ROLLBACK` would end only that); 0, the
+    /// transaction ended under the handler (a nested `begin` that failed or was cancelled at the
+    /// first level queues a plain `ROLLBACK`, and the handler's next statements run outside any
+    /// transaction).
+    fn depth(&mut self) -> usize {
+        PgTransactionManager::get_transaction_depth(self.conn())
     }
 
     async fn commit(mut self) -> Result<(), sqlx::Error> {
@@ -192,12 +195,16 @@ impl PgTx {
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
-        if self.nested_open() {
+        match self.depth() {
+            1 => PgTransactionManager::rollback(self.conn()).await?,
+            // Ended under the handler, a `ROLLBACK` perhaps still queued: nothing of this
+            // transaction is left to roll back, and the connection, left in doubt, is closed.
+            0 => return Ok(()),
             // The whole transaction, savepoints included. sqlx still counts them: dropped ended
             // with a depth, the connection is closed.
-            self.conn().execute("ROLLBACK").await?;
-        } else {
-            PgTransactionManager::rollback(self.conn()).await?;
+            _ => {
+                self.conn().execute("ROLLBACK").await?;
+            }
         }
         self.state = TxState::Ended;
         Ok(())
@@ -211,10 +218,11 @@ impl Drop for PgTx {
         };
         match self.state {
             // Queues the ROLLBACK; the pool flushes it before the connection is reused. Inside a
-            // savepoint a handler leaked, that ROLLBACK would end only the savepoint: closing
-            // the connection ends the whole transaction.
+            // savepoint a handler leaked, that ROLLBACK would end only the savepoint, and a
+            // transaction that ended under the handler has none: closing the connection ends
+            // whatever is open.
             TxState::Open => {
-                if PgTransactionManager::get_transaction_depth(taken.conn()) > 1 {
+                if PgTransactionManager::get_transaction_depth(taken.conn()) != 1 {
                     taken.conn().close_on_drop();
                 } else {
                     PgTransactionManager::start_rollback(taken.conn());
@@ -859,15 +867,15 @@ impl Store for PgStore {
         Ok(done.rows_affected() == 1)
     }
 
-    fn nested_open(&self, tx: &mut PgTx) -> bool {
-        tx.nested_open()
+    fn tx_intact(&self, tx: &mut PgTx) -> bool {
+        tx.depth() == 1
     }
 
     async fn commit(&self, mut tx: PgTx) -> Result<(), CommitError> {
-        if tx.nested_open() {
-            // A `COMMIT` would end only the savepoint, leaving the work uncommitted.
+        if tx.depth() != 1 {
+            // A `COMMIT` would end only a savepoint, or nothing at all.
             let _ = tx.rollback().await;
-            return Err(CommitError::Rejected(NESTED_OPEN.into()));
+            return Err(CommitError::Rejected(TX_NOT_INTACT.into()));
         }
         tx.commit().await.map_err(|e| match e {
             sqlx::Error::Database(_) => CommitError::Rejected(e.to_string()),

@@ -45,7 +45,7 @@ use sqlx_sqlite::{
 };
 
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, HolderId, NESTED_OPEN, Record, RecordState, Scope};
+use super::{ClaimToken, HolderId, Record, RecordState, Scope, TX_NOT_INTACT};
 use crate::response::StoredResponse;
 use idemgen_protocol::Fingerprint;
 
@@ -168,11 +168,13 @@ impl SqliteTx {
     }
 
     async fn rollback(mut self) -> Result<(), sqlx::Error> {
-        if self.nested_open() {
-            // The whole transaction, savepoints included; the worker still counts them, so the
-            // connection is closed, never reused.
+        if !self.intact() {
+            // The whole transaction, savepoints included (if it is still open); the worker's
+            // count is off, so the connection is closed, never reused.
             self.conn.close_on_drop();
-            self.conn.execute("ROLLBACK").await?;
+            if SqliteTransactionManager::get_transaction_depth(&self.conn) > 1 {
+                self.conn.execute("ROLLBACK").await?;
+            }
             self.ended = true;
             return Ok(());
         }
@@ -184,17 +186,17 @@ impl SqliteTx {
         Ok(())
     }
 
-    /// Whether a handler's nested `begin` (a savepoint) is still counted: its handle was leaked,
-    /// so the driver's `COMMIT` or `ROLLBACK` would end only the savepoint.
-    fn nested_open(&self) -> bool {
-        SqliteTransactionManager::get_transaction_depth(&self.conn) > 1
+    /// Whether the driver counts this transaction alone: not a savepoint a handler began and
+    /// leaked (the driver's `COMMIT` or `ROLLBACK` would end only that), nor none.
+    fn intact(&self) -> bool {
+        SqliteTransactionManager::get_transaction_depth(&self.conn) == 1
     }
 }
 
 impl Drop for SqliteTx {
     fn drop(&mut self) {
         if !self.ended {
-            if self.nested_open() {
+            if !self.intact() {
                 // The queued rollback would end only a savepoint the handler leaked: closing
                 // the connection ends the whole transaction.
                 self.conn.close_on_drop();
@@ -703,15 +705,15 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    fn nested_open(&self, tx: &mut SqliteTx) -> bool {
-        tx.nested_open()
+    fn tx_intact(&self, tx: &mut SqliteTx) -> bool {
+        tx.intact()
     }
 
     async fn commit(&self, tx: SqliteTx) -> Result<(), CommitError> {
-        if tx.nested_open() {
-            // A `COMMIT` would end only the savepoint, leaving the work uncommitted.
+        if !tx.intact() {
+            // A `COMMIT` would end only a savepoint, or nothing at all.
             let _ = tx.rollback().await;
-            return Err(CommitError::Rejected(NESTED_OPEN.into()));
+            return Err(CommitError::Rejected(TX_NOT_INTACT.into()));
         }
         tx.commit().await.map_err(|e| match &e {
             // An I/O error while writing the commit to the WAL: it may or may not be there.

@@ -16,15 +16,16 @@
 //!   a failover, writer.rs) see every connection that often;
 //! - none is kept while one of the store's statements waits for the pool (they take a kept
 //!   connection first, and count themselves waiting under the same lock);
-//! - from a pool others use too (the business pool) that is at its maximum size with no idle
-//!   connection, someone else may be waiting in `acquire`, unseen: a connection kept then goes
-//!   back at most [`SATURATED_WINDOW`] (20 ms) after it left the pool, so such a waiter gets one
-//!   at most that much later than from sqlx alone, and the store still saves most release tests
-//!   under load (idemgen-bench, a pool as large as its clients, against keeping nothing from a
-//!   saturated pool: separate-claim creates 0.37–0.41 → 0.41–0.43× plain, in-transaction ones
-//!   0.49–0.55 → 0.57–0.62×);
+//! - while a pool others use too (the business pool) is at its maximum size with no idle
+//!   connection, someone else may be waiting in `acquire`, unseen: then no connection stays kept
+//!   past [`SATURATED_WINDOW`] (20 ms) since it left the pool, whether it was kept before or
+//!   after the pool filled up (the task below looks at such a pool at least that often), so such
+//!   a waiter gets one about that much later than from sqlx alone at most, and the store still
+//!   saves most release tests under load (idemgen-bench, a pool as large as its clients, against
+//!   keeping nothing from a saturated pool: separate-claim creates 0.37–0.41 → 0.41–0.43× plain,
+//!   in-transaction ones 0.49–0.55 → 0.57–0.62×);
 //! - at most [`CAPACITY`] are kept;
-//! - a task hands back what was kept longer than [`WINDOW`], and everything once the pool is
+//! - a task hands back each connection as it becomes due, and everything once the pool is
 //!   closed, so `Pool::close` does not wait for the store;
 //! - a statement that failed or was cancelled drops its connection as sqlx drops any: tested,
 //!   or closed.
@@ -60,6 +61,8 @@ pub(crate) struct Warm {
     /// Only the store's statements use the pool (the claim pool).
     exclusive: bool,
     kept: Mutex<Kept>,
+    /// Wakes the sweeping task for a connection due before it meant to look again.
+    wake: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -68,6 +71,8 @@ struct Kept {
     conns: Vec<KeptConn>,
     /// A task is handing back connections kept too long ([`Warm::sweep`]).
     sweeping: bool,
+    /// When that task looks again.
+    wake_at: Option<Instant>,
     /// The store's statements waiting for a connection from the pool.
     waiting: usize,
 }
@@ -120,6 +125,7 @@ impl Warm {
             pool,
             exclusive,
             kept: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -198,6 +204,8 @@ impl Warm {
         if !kept.sweeping {
             kept.sweeping = true;
             runtime.spawn(Arc::clone(self).sweep());
+        } else if kept.wake_at.is_none_or(|at| due < at) {
+            self.wake.notify_one();
         }
     }
 
@@ -207,8 +215,9 @@ impl Warm {
         self.pool.num_idle() == 0 && self.pool.size() >= self.pool.options().get_max_connections()
     }
 
-    /// Hands back each kept connection as it becomes due, and all
-    /// of them as soon as the pool closes; ends when none is left. Dropped unfinished (its
+    /// Hands back each kept connection as it becomes due (and, while a pool others use is
+    /// saturated, as it reaches [`SATURATED_WINDOW`] since it left it), and all of them as soon
+    /// as the pool closes; ends when none is left. Dropped unfinished (its
     /// runtime shutting down), it lets the next [`Warm::keep`] start another.
     async fn sweep(self: Arc<Self>) {
         /// Clears `sweeping` if the task is dropped while it waits.
@@ -222,29 +231,38 @@ impl Warm {
         }
         let mut sweeping = Sweeping(&self, true);
         loop {
-            let due = {
+            let wake_at = {
                 let mut kept = self.kept();
-                match kept.conns.iter().map(|k| k.due).min() {
-                    Some(due) => due,
-                    None => {
-                        // Under the lock a `keep` checks it with: no connection is left unswept.
-                        kept.sweeping = false;
-                        sweeping.1 = false;
-                        return;
-                    }
-                }
+                let Some(due) = kept.conns.iter().map(|k| k.due).min() else {
+                    // Under the lock a `keep` checks it with: no connection is left unswept.
+                    kept.sweeping = false;
+                    kept.wake_at = None;
+                    sweeping.1 = false;
+                    return;
+                };
+                // A pool others use is looked at again within the saturated window: once it is
+                // saturated, what was kept while it had room goes back too.
+                let at = if self.exclusive {
+                    due
+                } else {
+                    due.min(Instant::now() + SATURATED_WINDOW)
+                };
+                kept.wake_at = Some(at);
+                at
             };
             tokio::select! {
-                () = tokio::time::sleep_until(due.into()) => {}
+                () = tokio::time::sleep_until(wake_at.into()) => {}
+                () = self.wake.notified() => {}
                 () = self.pool.close_event() => {}
             }
             let closed = self.pool.is_closed();
+            let saturated = !self.exclusive && self.saturated();
             let expired: Vec<KeptConn> = {
                 let mut kept = self.kept();
                 let now = Instant::now();
-                let (expired, young) = std::mem::take(&mut kept.conns)
-                    .into_iter()
-                    .partition(|k| closed || now >= k.due);
+                let (expired, young) = std::mem::take(&mut kept.conns).into_iter().partition(|k| {
+                    closed || now >= k.due || (saturated && now >= k.left_pool + SATURATED_WINDOW)
+                });
                 kept.conns = young;
                 expired
             };

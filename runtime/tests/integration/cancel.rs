@@ -197,11 +197,10 @@ async fn a_cancelled_gated_begin_frees_the_keys_gate() {
         // hold it for good.
         let deadline = Instant::now() + Duration::from_secs(5);
         let locks = loop {
-            let locks: i64 =
-                sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
-                    .fetch_one(&mut observer)
-                    .await
-                    .unwrap();
+            let locks: i64 = sqlx::query_scalar(ADVISORY_LOCKS_HERE)
+                .fetch_one(&mut observer)
+                .await
+                .unwrap();
             if locks == 0 || Instant::now() >= deadline {
                 break locks;
             }

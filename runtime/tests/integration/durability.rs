@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, Disposition};
-use idemgen_runtime::{Executor, PgStore, Store, Strategy};
+use idemgen_runtime::{Executor, PgStore, Store, Strategy, TxHandle};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Executor as _;
@@ -218,4 +218,117 @@ impl Business<idemgen_runtime::PgStore> for NoWrites {
     ) -> idemgen_runtime::engine::HandlerFuture<'a, (), String> {
         Box::pin(async { Err("a replay ran the handler".to_owned()) })
     }
+}
+
+/// protocol.md, "Durability of claims": a claim committed asynchronously and lost in a crash
+/// while its attempt is still running, before its handler's first database touch. The retry
+/// claims the key afresh; while its handler runs, the first handler writes, its completion
+/// matches no row (its token is not the claim's), it rolls back and answers 409; the retry
+/// completes: one write. Rounds until a crash loses the claim (the WAL writer, or a lease
+/// renewal's synchronous commit, may have flushed it first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
+    use tokio::sync::Notify;
+    let cluster = lazy_wal_cluster();
+    let db = TestDb::on_cluster(&cluster).await.unwrap();
+    setup(&db).await;
+    let mut lost = false;
+    for round in 0..8 {
+        let (store, pool) = store(&db, Claims::StoreDefault).await;
+        let first_exec = Executor::new(store, config(Strategy::SeparateClaim));
+        let req = request(scope("alice", &format!("live-{round}")), json!({}), 1);
+        let first_label = format!("first-{round}");
+        let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        // The first attempt claims, then waits before touching the database (as a handler
+        // calling another service first does): it holds no connection.
+        let first = {
+            let (exec, req, label) = (first_exec.clone(), req.clone(), first_label.clone());
+            let (started, go) = (started.clone(), go.clone());
+            tokio::spawn(async move {
+                exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+                    Box::pin(async move {
+                        assert!(!tx.is_open(), "no transaction before the first touch");
+                        started.notify_one();
+                        go.notified().await;
+                        pg_id_writer(label)(tx).await
+                    })
+                })
+                .await
+            })
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), started.notified())
+            .await
+            .expect("the first attempt never claimed");
+        cluster.restart_immediate().unwrap();
+        let (retry_store, retry_pool) = store_after_restart(&db, Claims::StoreDefault).await;
+        let survived = retry_store
+            .read(&req.scope, std::time::Duration::from_secs(300))
+            .await
+            .unwrap()
+            .is_some();
+        if survived {
+            // The claim was flushed before the crash: the first attempt simply completes.
+            go.notify_one();
+            let done = first.await.unwrap().unwrap();
+            assert_eq!(done.disposition, Disposition::Executed, "round {round}");
+            assert_eq!(pg_write_ids(&retry_pool, &first_label).await.len(), 1);
+            pool.close().await;
+            retry_pool.close().await;
+            continue;
+        }
+        lost = true;
+        // The retry, in another process's executor, claims afresh; its handler waits too.
+        let retry_exec = Executor::new(retry_store, config(Strategy::SeparateClaim));
+        let retry_label = format!("retry-{round}");
+        let (retry_started, retry_go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let retry = {
+            let (exec, req, label) = (retry_exec.clone(), req.clone(), retry_label.clone());
+            let (started, go) = (retry_started.clone(), retry_go.clone());
+            tokio::spawn(async move {
+                exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+                    Box::pin(async move {
+                        started.notify_one();
+                        go.notified().await;
+                        pg_id_writer(label)(tx).await
+                    })
+                })
+                .await
+            })
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), retry_started.notified())
+            .await
+            .expect("the retry never claimed");
+        // The first handler goes on: it writes, its completion is guarded by a token that is not
+        // the record's, so its write rolls back and it answers 409 (the retry is in flight).
+        go.notify_one();
+        let first = tokio::time::timeout(std::time::Duration::from_secs(30), first)
+            .await
+            .expect("the first attempt never finished")
+            .unwrap();
+        assert_eq!(problem_status(&first), Some(409), "{first:?}");
+        assert_eq!(
+            pg_write_ids(&retry_pool, &first_label).await,
+            Vec::<i64>::new()
+        );
+        // The retry completes, and the key is answered by its write from then on.
+        retry_go.notify_one();
+        let retried = retry.await.unwrap().unwrap();
+        assert_eq!(retried.disposition, Disposition::Executed);
+        assert_eq!(pg_write_ids(&retry_pool, &retry_label).await.len(), 1);
+        let again = retry_exec
+            .execute(req, pg_id_writer("never".into()))
+            .await
+            .unwrap();
+        assert_eq!(again.disposition, Disposition::Replayed);
+        assert_eq!(again.response, retried.response);
+        assert_eq!(pg_write_ids(&retry_pool, "never").await, Vec::<i64>::new());
+        eprintln!("durability: a live attempt's claim lost in round {round}, one write");
+        pool.close().await;
+        retry_pool.close().await;
+        break;
+    }
+    assert!(
+        lost,
+        "no crash lost an asynchronous claim in 8 rounds: the test did not bite"
+    );
 }

@@ -2,7 +2,8 @@
 //! of the attempt's transaction. Ended, it is part of the attempt's write; leaked (its handle
 //! forgotten, so the driver still counts it), committing would end only the savepoint and lose
 //! the write after the client was told it succeeded, so the attempt is refused with nothing
-//! written.
+//! written; likewise when a failed nested `begin` made sqlx roll the transaction back under the
+//! handler.
 
 use std::time::Duration;
 
@@ -129,9 +130,9 @@ fn assert_refused<T: std::fmt::Debug>(result: &Result<T, ExecuteError<String>>) 
         Err(ExecuteError::Problem(p)) => assert_eq!(
             p.kind().status().as_u16(),
             500,
-            "a leaked savepoint is the handler's bug: {p:?}"
+            "a transaction left so is the handler's bug: {p:?}"
         ),
-        other => panic!("a leaked savepoint must refuse the attempt, got {other:?}"),
+        other => panic!("the attempt must be refused, got {other:?}"),
     }
 }
 
@@ -335,4 +336,63 @@ async fn a_commit_left_inside_a_savepoint_is_rejected_on_sqlite() {
         .unwrap();
     next.commit().await.unwrap();
     assert_eq!(sqlite_write_ids(&pool, "next").await.len(), 1);
+}
+
+/// A nested `begin` that fails at the first level (here in a transaction a failed statement
+/// aborted; a cancelled one does the same) makes sqlx roll back the whole transaction, and what
+/// the handler runs next runs outside it. Completing would write the record outside any
+/// transaction and answer 201 for writes that were rolled back: the attempt is refused instead,
+/// with no record and none of the transaction's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_ended_under_its_handler_refuses_the_attempt_on_postgres() {
+    fn ended_under(
+        label: &'static str,
+    ) -> impl for<'a> FnOnce(&'a mut TxHandle<PgStore>) -> HandlerFuture<'a, TestResponse, String>
+    + Send
+    + 'static {
+        move |tx: &mut TxHandle<PgStore>| {
+            Box::pin(async move {
+                let conn = tx.conn().await.map_err(|e| e.to_string())?;
+                sqlx::query("INSERT INTO business_writes (label) VALUES ($1)")
+                    .bind(label)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                // Errors the handler ignores: the statement aborts the transaction, the
+                // savepoint is refused, and sqlx's guard then rolls back the transaction.
+                let _ = sqlx::query("SELECT 1 / 0").execute(&mut *conn).await;
+                assert!(conn.begin().await.is_err());
+                Ok(TestResponse {
+                    status: 201,
+                    body: format!("made {label}"),
+                    headers: vec![],
+                })
+            })
+        }
+    }
+    for strategy in STRATEGIES {
+        let (_db, pool) = fresh_pg(8).await;
+        let env = Env {
+            exec: idemgen_runtime::Executor::new(PgStore::new(pool.clone()), config(strategy)),
+            business: pg_business(),
+            ledger: Ledger::Pg(pool.clone()),
+        };
+        let req = request(scope("alice", "ended"), json!({"n": 1}), 1);
+        let refused = env.exec.execute(req.clone(), ended_under("ended")).await;
+        assert_refused(&refused);
+        assert_eq!(env.ledger.count("ended").await, 0, "{strategy:?}");
+        assert_eq!(
+            pg_record(&pool, &req.scope).await,
+            None,
+            "{strategy:?}: no record"
+        );
+        assert_eq!(settled_open_transactions(&pool).await, 0, "{strategy:?}");
+        let retried = env
+            .exec
+            .execute(req, pg_nested("ended", false))
+            .await
+            .unwrap();
+        assert_eq!(retried.disposition, Disposition::Executed, "{strategy:?}");
+        assert_eq!(env.ledger.count("ended").await, 1, "{strategy:?}");
+    }
 }

@@ -524,3 +524,9 @@ pub async fn hold_record_lock(db: &TestDb, scope: &Scope) -> sqlx::PgConnection 
         .unwrap();
     holder
 }
+
+/// Counts the advisory locks held in the current database (`pg_locks` shows the whole
+/// cluster's, other tests' included).
+pub const ADVISORY_LOCKS_HERE: &str = "SELECT count(*) FROM pg_locks
+     WHERE locktype = 'advisory'
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";

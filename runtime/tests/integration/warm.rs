@@ -86,7 +86,8 @@ async fn a_pool_at_its_maximum_gets_the_connection_back_within_the_saturated_win
 }
 
 /// Under saturation the store still keeps its connection between back-to-back statements (for
-/// the saturated window): far fewer trips through the pool's release than statements.
+/// the saturated window): far fewer trips through the pool's release than statements, about one
+/// per saturated window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saturated_pool_still_spares_back_to_back_statements_the_release_test() {
     let (db, _pool) = fresh_pg(2).await;
@@ -103,21 +104,50 @@ async fn a_saturated_pool_still_spares_back_to_back_statements_the_release_test(
         .unwrap();
     let store = PgStore::new(pool.clone());
     let held = pool.acquire().await.unwrap();
-    // Warm up the store's statement on its connection, then count.
+    // Warm up the store's statement on its connection, then count for 200 ms.
     let warm = request(scope("alice", "warm-up"), json!({}), 1);
     claim_fresh(&store, &warm, ClaimToken::generate()).await;
     let before = releases.load(std::sync::atomic::Ordering::SeqCst);
-    const CLAIMS: usize = 40;
-    for n in 0..CLAIMS {
-        let req = request(scope("alice", &format!("busy-{n}")), json!({}), 1);
+    let started = Instant::now();
+    let mut claims = 0;
+    while started.elapsed() < Duration::from_millis(200) {
+        let req = request(scope("alice", &format!("busy-{claims}")), json!({}), 1);
         claim_fresh(&store, &req, ClaimToken::generate()).await;
+        claims += 1;
     }
+    let elapsed = started.elapsed();
     let released = releases.load(std::sync::atomic::Ordering::SeqCst) - before;
+    // Without keeping, every claim's connection goes back through the release: as many as claims.
+    let per_window = (elapsed.as_millis() / 20) as usize + 3;
     assert!(
-        released < CLAIMS * 3 / 4,
-        "{released} releases for {CLAIMS} back-to-back claims on a saturated pool"
+        released < claims && released <= per_window,
+        "{released} releases for {claims} back-to-back claims in {elapsed:?} on a saturated pool"
     );
     drop(held);
+}
+
+/// A connection kept while the pool had room goes back within the saturated window once the
+/// pool fills up, not at the end of its 200 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_kept_before_the_pool_filled_up_goes_back_within_the_saturated_window() {
+    let (_db, pool) = fresh_pg(3).await;
+    let store = PgStore::new(pool.clone());
+    settled(&pool).await;
+    let req = request(scope("alice", "before-full"), json!({}), 1);
+    claim_fresh(&store, &req, ClaimToken::generate()).await;
+    // The pool fills up behind the kept connection.
+    let mut held = Vec::new();
+    while pool.size() < 3 || pool.num_idle() > 0 {
+        held.push(pool.acquire().await.unwrap());
+        assert!(held.len() <= 3, "the store's connection was not kept");
+    }
+    let started = Instant::now();
+    let waiter = tokio::time::timeout(Duration::from_millis(120), pool.acquire()).await;
+    assert!(
+        waiter.is_ok(),
+        "a connection kept before the pool filled up stayed kept ({:?})",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,11 +352,10 @@ async fn the_gate_s_rollbacks_leave_their_connection_clean_and_kept() {
     };
     let started = Instant::now();
     loop {
-        let locks: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
+        let locks: i64 = sqlx::query_scalar(ADVISORY_LOCKS_HERE)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
         if locks > 0 {
             break;
         }
