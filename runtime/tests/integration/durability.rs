@@ -228,7 +228,6 @@ impl Business<idemgen_runtime::PgStore> for NoWrites {
 /// renewal's synchronous commit, may have flushed it first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
-    use tokio::sync::Notify;
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
@@ -238,27 +237,9 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
         let first_exec = Executor::new(store, config(Strategy::SeparateClaim));
         let req = request(scope("alice", &format!("live-{round}")), json!({}), 1);
         let first_label = format!("first-{round}");
-        let (started, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         // The first attempt claims, then waits before touching the database (as a handler
         // calling another service first does): it holds no connection.
-        let first = {
-            let (exec, req, label) = (first_exec.clone(), req.clone(), first_label.clone());
-            let (started, go) = (started.clone(), go.clone());
-            tokio::spawn(async move {
-                exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
-                    Box::pin(async move {
-                        assert!(!tx.is_open(), "no transaction before the first touch");
-                        started.notify_one();
-                        go.notified().await;
-                        pg_id_writer(label)(tx).await
-                    })
-                })
-                .await
-            })
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(20), started.notified())
-            .await
-            .expect("the first attempt never claimed");
+        let (first, go) = paused_attempt(&first_exec, &req, &first_label).await;
         cluster.restart_immediate().unwrap();
         let (retry_store, retry_pool) = store_after_restart(&db, Claims::StoreDefault).await;
         let survived = retry_store
@@ -280,24 +261,7 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
         // The retry, in another process's executor, claims afresh; its handler waits too.
         let retry_exec = Executor::new(retry_store, config(Strategy::SeparateClaim));
         let retry_label = format!("retry-{round}");
-        let (retry_started, retry_go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let retry = {
-            let (exec, req, label) = (retry_exec.clone(), req.clone(), retry_label.clone());
-            let (started, go) = (retry_started.clone(), retry_go.clone());
-            tokio::spawn(async move {
-                exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
-                    Box::pin(async move {
-                        started.notify_one();
-                        go.notified().await;
-                        pg_id_writer(label)(tx).await
-                    })
-                })
-                .await
-            })
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(20), retry_started.notified())
-            .await
-            .expect("the retry never claimed");
+        let (retry, retry_go) = paused_attempt(&retry_exec, &req, &retry_label).await;
         // The first handler goes on: it writes, its completion is guarded by a token that is not
         // the record's, so its write rolls back and it answers 409 (the retry is in flight).
         go.notify_one();
@@ -331,4 +295,36 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
         lost,
         "no crash lost an asynchronous claim in 8 rounds: the test did not bite"
     );
+}
+
+/// An attempt of `req` on `exec`, spawned, whose handler has claimed the key and waits, before
+/// touching the database, until the returned `Notify` lets it write `label`.
+async fn paused_attempt(
+    exec: &Executor<PgStore>,
+    req: &idemgen_runtime::engine::IdempotentRequest,
+    label: &str,
+) -> (tokio::task::JoinHandle<Attempt>, Arc<tokio::sync::Notify>) {
+    let (started, go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let attempt = {
+        let (exec, req, label) = (exec.clone(), req.clone(), label.to_owned());
+        let (started, go) = (started.clone(), go.clone());
+        tokio::spawn(async move {
+            exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+                Box::pin(async move {
+                    assert!(!tx.is_open(), "no transaction before the first touch");
+                    started.notify_one();
+                    go.notified().await;
+                    pg_id_writer(label)(tx).await
+                })
+            })
+            .await
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), started.notified())
+        .await
+        .expect("the attempt never claimed");
+    (attempt, go)
 }

@@ -16,94 +16,65 @@ use crate::support::*;
 
 const STRATEGIES: [Strategy; 2] = [Strategy::SeparateClaim, Strategy::InTransaction];
 
-/// A PostgreSQL handler writing `label` inside a savepoint it commits, and `label-undone` inside
-/// one it rolls back; with `leak`, a third write inside a savepoint whose handle it forgets.
-fn pg_nested(
-    label: &'static str,
-    leak: bool,
-) -> impl for<'a> FnOnce(&'a mut TxHandle<PgStore>) -> HandlerFuture<'a, TestResponse, String>
-+ Send
-+ 'static {
-    const INSERT: &str = "INSERT INTO business_writes (label) VALUES ($1)";
-    move |tx: &mut TxHandle<PgStore>| {
-        Box::pin(async move {
-            let err = |e: sqlx::Error| e.to_string();
-            let conn = tx.conn().await.map_err(|e| e.to_string())?;
-            let mut kept = conn.begin().await.map_err(err)?;
-            sqlx::query(INSERT)
-                .bind(label)
-                .execute(&mut *kept)
-                .await
-                .map_err(err)?;
-            kept.commit().await.map_err(err)?;
-            let mut undone = conn.begin().await.map_err(err)?;
-            sqlx::query(INSERT)
-                .bind(format!("{label}-undone"))
-                .execute(&mut *undone)
-                .await
-                .map_err(err)?;
-            undone.rollback().await.map_err(err)?;
-            if leak {
-                let mut leaked = conn.begin().await.map_err(err)?;
-                sqlx::query(INSERT)
-                    .bind(format!("{label}-leaked"))
-                    .execute(&mut *leaked)
-                    .await
-                    .map_err(err)?;
-                std::mem::forget(leaked);
+/// Defines `$name`: a handler on `$store` writing `label` inside a savepoint it commits, and
+/// `label-undone` inside one it rolls back; with `leak`, a third write inside a savepoint whose
+/// handle it forgets. `$insert` is the business insert in the store's placeholder syntax.
+macro_rules! nested_handler {
+    ($name:ident, $store:ty, $insert:literal) => {
+        fn $name(
+            label: &'static str,
+            leak: bool,
+        ) -> impl for<'a> FnOnce(&'a mut TxHandle<$store>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static {
+            move |tx: &mut TxHandle<$store>| {
+                Box::pin(async move {
+                    let err = |e: sqlx::Error| e.to_string();
+                    let conn = tx.conn().await.map_err(|e| e.to_string())?;
+                    let mut kept = conn.begin().await.map_err(err)?;
+                    sqlx::query($insert)
+                        .bind(label)
+                        .execute(&mut *kept)
+                        .await
+                        .map_err(err)?;
+                    kept.commit().await.map_err(err)?;
+                    let mut undone = conn.begin().await.map_err(err)?;
+                    sqlx::query($insert)
+                        .bind(format!("{label}-undone"))
+                        .execute(&mut *undone)
+                        .await
+                        .map_err(err)?;
+                    undone.rollback().await.map_err(err)?;
+                    if leak {
+                        let mut leaked = conn.begin().await.map_err(err)?;
+                        sqlx::query($insert)
+                            .bind(format!("{label}-leaked"))
+                            .execute(&mut *leaked)
+                            .await
+                            .map_err(err)?;
+                        std::mem::forget(leaked);
+                    }
+                    Ok(TestResponse {
+                        status: 201,
+                        body: format!("made {label}"),
+                        headers: vec![],
+                    })
+                })
             }
-            Ok(TestResponse {
-                status: 201,
-                body: format!("made {label}"),
-                headers: vec![],
-            })
-        })
-    }
+        }
+    };
 }
 
-/// [`pg_nested`] on SQLite.
-fn sqlite_nested(
-    label: &'static str,
-    leak: bool,
-) -> impl for<'a> FnOnce(&'a mut TxHandle<SqliteStore>) -> HandlerFuture<'a, TestResponse, String>
-+ Send
-+ 'static {
-    const INSERT: &str = "INSERT INTO business_writes (label) VALUES (?1)";
-    move |tx: &mut TxHandle<SqliteStore>| {
-        Box::pin(async move {
-            let err = |e: sqlx::Error| e.to_string();
-            let conn = tx.conn().await.map_err(|e| e.to_string())?;
-            let mut kept = conn.begin().await.map_err(err)?;
-            sqlx::query(INSERT)
-                .bind(label)
-                .execute(&mut *kept)
-                .await
-                .map_err(err)?;
-            kept.commit().await.map_err(err)?;
-            let mut undone = conn.begin().await.map_err(err)?;
-            sqlx::query(INSERT)
-                .bind(format!("{label}-undone"))
-                .execute(&mut *undone)
-                .await
-                .map_err(err)?;
-            undone.rollback().await.map_err(err)?;
-            if leak {
-                let mut leaked = conn.begin().await.map_err(err)?;
-                sqlx::query(INSERT)
-                    .bind(format!("{label}-leaked"))
-                    .execute(&mut *leaked)
-                    .await
-                    .map_err(err)?;
-                std::mem::forget(leaked);
-            }
-            Ok(TestResponse {
-                status: 201,
-                body: format!("made {label}"),
-                headers: vec![],
-            })
-        })
-    }
-}
+nested_handler!(
+    pg_nested,
+    PgStore,
+    "INSERT INTO business_writes (label) VALUES ($1)"
+);
+nested_handler!(
+    sqlite_nested,
+    SqliteStore,
+    "INSERT INTO business_writes (label) VALUES (?1)"
+);
 
 /// How many of the database's connections are idle inside a transaction, once the ones closed
 /// behind a refused attempt are gone (closing runs in the background): polled for up to 5 s.
@@ -123,6 +94,17 @@ async fn settled_open_transactions(pool: &sqlx::PgPool) -> i64 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     open
+}
+
+/// An executor on a fresh database under `strategy`, and that database's pool.
+async fn pg_env_and_pool(strategy: Strategy) -> (Env<PgStore>, sqlx::PgPool) {
+    let (_db, pool) = fresh_pg(8).await;
+    let env = Env {
+        exec: idemgen_runtime::Executor::new(PgStore::new(pool.clone()), config(strategy)),
+        business: pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    (env, pool)
 }
 
 fn assert_refused<T: std::fmt::Debug>(result: &Result<T, ExecuteError<String>>) {
@@ -171,12 +153,7 @@ async fn savepoints_a_handler_ends_are_part_of_the_attempt_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaked_savepoint_refuses_the_attempt_on_postgres() {
     for strategy in STRATEGIES {
-        let (_db, pool) = fresh_pg(8).await;
-        let env = Env {
-            exec: idemgen_runtime::Executor::new(PgStore::new(pool.clone()), config(strategy)),
-            business: pg_business(),
-            ledger: Ledger::Pg(pool.clone()),
-        };
+        let (env, pool) = pg_env_and_pool(strategy).await;
         let req = request(scope("alice", "leaky"), json!({"n": 1}), 1);
         let refused = env
             .exec
@@ -206,6 +183,29 @@ async fn a_leaked_savepoint_refuses_the_attempt_on_postgres() {
     }
 }
 
+/// In `$handle`'s transaction (either store's): writes `outer`, then `inner` inside a savepoint
+/// whose handle it forgets, and commits, which must be rejected.
+macro_rules! commit_inside_a_leaked_savepoint {
+    ($handle:ident) => {{
+        let conn = $handle.conn().await.unwrap();
+        sqlx::query("INSERT INTO business_writes (label) VALUES ('outer')")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let mut leaked = conn.begin().await.unwrap();
+        sqlx::query("INSERT INTO business_writes (label) VALUES ('inner')")
+            .execute(&mut *leaked)
+            .await
+            .unwrap();
+        std::mem::forget(leaked);
+        let err = $handle.commit().await.unwrap_err();
+        assert!(
+            matches!(err, idemgen_runtime::engine::CommitError::Rejected(_)),
+            "{err:?}"
+        );
+    }};
+}
+
 /// Outside an attempt ([`TxHandle::begin`], the pipeline's transactional operations) the store's
 /// commit refuses a transaction left inside a savepoint and rolls all of it back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,22 +213,7 @@ async fn a_commit_left_inside_a_savepoint_is_rejected_on_postgres() {
     let (_db, pool) = fresh_pg(4).await;
     let store = std::sync::Arc::new(PgStore::new(pool.clone()));
     let mut handle = TxHandle::begin(store).await.unwrap();
-    let conn = handle.conn().await.unwrap();
-    sqlx::query("INSERT INTO business_writes (label) VALUES ('outer')")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let mut leaked = conn.begin().await.unwrap();
-    sqlx::query("INSERT INTO business_writes (label) VALUES ('inner')")
-        .execute(&mut *leaked)
-        .await
-        .unwrap();
-    std::mem::forget(leaked);
-    let err = handle.commit().await.unwrap_err();
-    assert!(
-        matches!(err, idemgen_runtime::engine::CommitError::Rejected(_)),
-        "{err:?}"
-    );
+    commit_inside_a_leaked_savepoint!(handle);
     let ledger = Ledger::Pg(pool.clone());
     assert_eq!(ledger.count("outer").await, 0);
     assert_eq!(ledger.count("inner").await, 0);
@@ -308,22 +293,7 @@ async fn a_commit_left_inside_a_savepoint_is_rejected_on_sqlite() {
     let pool = store.pool().clone();
     let store = std::sync::Arc::new(store);
     let mut handle = TxHandle::begin(store.clone()).await.unwrap();
-    let conn = handle.conn().await.unwrap();
-    sqlx::query("INSERT INTO business_writes (label) VALUES ('outer')")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let mut leaked = conn.begin().await.unwrap();
-    sqlx::query("INSERT INTO business_writes (label) VALUES ('inner')")
-        .execute(&mut *leaked)
-        .await
-        .unwrap();
-    std::mem::forget(leaked);
-    let err = handle.commit().await.unwrap_err();
-    assert!(
-        matches!(err, idemgen_runtime::engine::CommitError::Rejected(_)),
-        "{err:?}"
-    );
+    commit_inside_a_leaked_savepoint!(handle);
     assert!(sqlite_write_ids(&pool, "outer").await.is_empty());
     assert!(sqlite_write_ids(&pool, "inner").await.is_empty());
     let mut next = tokio::time::timeout(Duration::from_secs(20), TxHandle::begin(store))
@@ -371,12 +341,7 @@ async fn a_transaction_ended_under_its_handler_refuses_the_attempt_on_postgres()
         }
     }
     for strategy in STRATEGIES {
-        let (_db, pool) = fresh_pg(8).await;
-        let env = Env {
-            exec: idemgen_runtime::Executor::new(PgStore::new(pool.clone()), config(strategy)),
-            business: pg_business(),
-            ledger: Ledger::Pg(pool.clone()),
-        };
+        let (env, pool) = pg_env_and_pool(strategy).await;
         let req = request(scope("alice", "ended"), json!({"n": 1}), 1);
         let refused = env.exec.execute(req.clone(), ended_under("ended")).await;
         assert_refused(&refused);
