@@ -385,6 +385,11 @@ impl<S: Store> TxHandle<S> {
     ) -> Result<u64, StoreError> {
         let store = Arc::clone(&self.store);
         let tx = self.tx().await?;
+        // Outside the transaction it ended under the handler, the tombstone would commit on its
+        // own while the handler's writes were rolled back.
+        if !store.tx_intact(tx) {
+            return Err(StoreError::Other(crate::store::TX_NOT_INTACT.into()));
+        }
         store
             .tombstone_resource(tx, owner, operation, resource_ref)
             .await

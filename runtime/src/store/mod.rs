@@ -163,13 +163,15 @@ pub trait Store: Send + Sync + 'static {
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError>;
 
-    /// Whether `tx` is still exactly the transaction the store opened. Not when its handler
-    /// left it inside a nested transaction (a savepoint whose handle was leaked, `mem::forget`:
-    /// committing would end only the savepoint), nor when the transaction ended under the
-    /// handler (sqlx rolls the whole transaction back when a nested `begin` fails or is
-    /// cancelled at the first level, and what follows runs outside it). The executor abandons
-    /// such an attempt instead of completing it (500). The default: always (a store without
-    /// nested transactions).
+    /// Whether `tx` is still exactly the transaction the store opened, as far as the driver
+    /// counts transactions. Not when its handler left it inside a nested transaction (a
+    /// savepoint whose handle was leaked, `mem::forget`: committing would end only the
+    /// savepoint), nor, on PostgreSQL, when the transaction ended under the handler (sqlx rolls
+    /// the whole transaction back when a nested `begin` fails or is cancelled at the first
+    /// level, and what follows runs outside it). The executor abandons such an attempt instead
+    /// of completing it (500). Not seen: a transaction SQLite rolled back by itself (a full disk,
+    /// an I/O error) while the driver still counts it, whose handler ignored the error. The
+    /// default: always (a store without nested transactions).
     fn tx_intact(&self, tx: &mut Self::Tx) -> bool {
         let _ = tx;
         true

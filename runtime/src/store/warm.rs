@@ -17,10 +17,11 @@
 //! - none is kept while one of the store's statements waits for the pool (they take a kept
 //!   connection first, and count themselves waiting under the same lock);
 //! - while a pool others use too (the business pool) is at its maximum size with no idle
-//!   connection, someone else may be waiting in `acquire`, unseen: then no connection stays kept
-//!   past [`SATURATED_WINDOW`] (20 ms) since it left the pool, whether it was kept before or
-//!   after the pool filled up (the task below looks at such a pool at least that often), so such
-//!   a waiter gets one about that much later than from sqlx alone at most, and the store still
+//!   connection, someone else may be waiting in `acquire`, unseen: a connection kept then goes
+//!   back [`SATURATED_WINDOW`] (20 ms) after it left the pool, and one kept before the pool
+//!   filled up goes back at the next look of the task below, which looks at such a pool every
+//!   20 ms (so within about 20 ms of the pool filling up, and at most 40 ms after it left the
+//!   pool); such a waiter gets one that much later than from sqlx alone at most, and the store still
 //!   saves most release tests under load (idemgen-bench, a pool as large as its clients, against
 //!   keeping nothing from a saturated pool: separate-claim creates 0.37–0.41 → 0.41–0.43× plain,
 //!   in-transaction ones 0.49–0.55 → 0.57–0.62×);
