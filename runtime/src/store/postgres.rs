@@ -186,6 +186,11 @@ impl PgTx {
         PgTransactionManager::get_transaction_depth(self.conn())
     }
 
+    /// Whether sqlx counts this transaction alone ([`Store::tx_intact`]).
+    fn intact(&mut self) -> bool {
+        self.depth() == 1
+    }
+
     async fn commit(mut self) -> Result<(), sqlx::Error> {
         self.state = TxState::InDoubt;
         PgTransactionManager::commit(self.conn()).await?;
@@ -223,6 +228,7 @@ impl Drop for PgTx {
             // whatever is open.
             TxState::Open => {
                 if PgTransactionManager::get_transaction_depth(taken.conn()) != 1 {
+                    // (`PgTx::intact`, on the connection already taken out of `self`.)
                     taken.conn().close_on_drop();
                 } else {
                     PgTransactionManager::start_rollback(taken.conn());
@@ -868,11 +874,11 @@ impl Store for PgStore {
     }
 
     fn tx_intact(&self, tx: &mut PgTx) -> bool {
-        tx.depth() == 1
+        tx.intact()
     }
 
     async fn commit(&self, mut tx: PgTx) -> Result<(), CommitError> {
-        if tx.depth() != 1 {
+        if !tx.intact() {
             // A `COMMIT` would end only a savepoint, or nothing at all.
             let _ = tx.rollback().await;
             return Err(CommitError::Rejected(TX_NOT_INTACT.into()));
