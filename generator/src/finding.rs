@@ -106,11 +106,13 @@ pub enum RuleId {
     ParameterUnsupported,
     /// `callbacks` or `webhooks`: requests the API sends, for which nothing is generated.
     CallbacksNotGenerated,
+    /// A validation keyword of a request schema that the generated server does not check.
+    KeywordNotEnforced,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 36] = [
+    pub const ALL: [RuleId; 37] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -139,6 +141,7 @@ impl RuleId {
         RuleId::ParameterUnsupported,
         RuleId::PathUnroutable,
         RuleId::CallbacksNotGenerated,
+        RuleId::KeywordNotEnforced,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
         RuleId::SecurityInvalid,
@@ -188,6 +191,7 @@ impl RuleId {
             RuleId::PathUnroutable => "path-unroutable",
             RuleId::ParameterUnsupported => "parameter-unsupported",
             RuleId::CallbacksNotGenerated => "callbacks-not-generated",
+            RuleId::KeywordNotEnforced => "keyword-not-enforced",
         }
     }
 
@@ -206,6 +210,7 @@ impl RuleId {
             | RuleId::MediaTypeUntyped
             | RuleId::ParameterUnsupported
             | RuleId::CallbacksNotGenerated
+            | RuleId::KeywordNotEnforced
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent
@@ -316,6 +321,9 @@ impl RuleId {
             RuleId::DiscriminatorInvalid => {
                 "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
             }
+            RuleId::KeywordNotEnforced => {
+                "Every validation keyword of a request schema is one the generated server checks: a request the spec forbids is never accepted in silence."
+            }
         }
     }
 
@@ -368,6 +376,7 @@ impl RuleId {
             RuleId::ParameterUnsupported => "send arrays as repeated query parameters and objects in the body, or accept that the generated code reads the value as one string:\n\n- name: ids\n  in: query\n  style: form\n  explode: true\n  schema:\n    type: array\n    items:\n      type: string".to_string(),
             RuleId::CallbacksNotGenerated => "send them from your handlers with a client of their own, and describe them apart (an OpenAPI document of the receiver's), or turn the rule off in idemgen.toml:\n\n[rules]\ncallbacks-not-generated = \"off\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
+            RuleId::KeywordNotEnforced => "say it with keywords the generated server checks (string enums, `const`, lengths, bounds, counts and `pattern` on typed values), or check it in your handler:\n\nstatus:\n  type: string\n  enum: [active, retired]   # a Rust enum: checked as it is decoded".to_string(),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod names;
 pub mod types;
+pub mod unenforced;
 
 use crate::loader::{LoadedSpec, Node, NodeRef};
 use crate::spec::{self, Operation, is_json};

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use crate::loader::{FileId, LoadedSpec, Node, NodeRef, RefTarget, Value};
+use crate::loader::{FileId, Key, LoadedSpec, Node, NodeRef, RefTarget, Value};
 
 use super::names::{Namespace, snake_name, type_name};
 
@@ -1912,6 +1912,333 @@ fn number(node: &Node) -> Option<f64> {
     }
 }
 
+/// Keywords the generated code never checks, wherever they are written (`then` and `else` go
+/// with `if`, and are reported with it).
+const NEVER_CHECKED: [&str; 13] = [
+    "not",
+    "if",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "contains",
+    "minContains",
+    "maxContains",
+    "propertyNames",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "prefixItems",
+];
+
+/// The JSON values a validation keyword constrains (JSON Schema ignores it on other values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applies {
+    Strings,
+    Numbers,
+    Arrays,
+    Objects,
+    Any,
+}
+
+/// The validation keywords [`constraints_of`] reads (and `enum`), with what they constrain.
+const CONSTRAINT_KEYWORDS: [(&str, Applies); 15] = [
+    ("minLength", Applies::Strings),
+    ("maxLength", Applies::Strings),
+    ("pattern", Applies::Strings),
+    ("minimum", Applies::Numbers),
+    ("maximum", Applies::Numbers),
+    ("exclusiveMinimum", Applies::Numbers),
+    ("exclusiveMaximum", Applies::Numbers),
+    ("multipleOf", Applies::Numbers),
+    ("minItems", Applies::Arrays),
+    ("maxItems", Applies::Arrays),
+    ("uniqueItems", Applies::Arrays),
+    ("minProperties", Applies::Objects),
+    ("maxProperties", Applies::Objects),
+    ("const", Applies::Any),
+    ("enum", Applies::Any),
+];
+
+/// What the own keywords of a schema are checked against, as [`checks_of`] and the emitter's
+/// `for_type` see it.
+enum Judged {
+    /// A value of this type, with [`Constraints::for_type`] of the schema's own keywords.
+    Type(TypeRef),
+    /// A string enum: its values are the check.
+    StringEnum,
+    /// An object with properties (a struct): property counts are not checked.
+    Struct,
+    /// `oneOf`/`anyOf`/`allOf`: the alternatives' keywords are checked, not the composition's.
+    Composition(&'static str),
+    /// A wrapper whose keywords are dropped, and why.
+    Dropped(String),
+}
+
+fn judged(node: &Node, depth: usize) -> Judged {
+    match shape_of(node) {
+        Shape::Primitive(ty) => Judged::Type(ty),
+        Shape::Array(_) => Judged::Type(TypeRef::Vec(Box::new(TypeRef::Json))),
+        Shape::Map(_) => Judged::Type(TypeRef::Map(Box::new(TypeRef::Json))),
+        Shape::Json => Judged::Type(TypeRef::Json),
+        Shape::Nullable(inner) | Shape::SingleAllOf(inner) => {
+            let wrapper = ["allOf", "oneOf", "anyOf"]
+                .into_iter()
+                .find(|k| node.get(k).is_some())
+                .unwrap_or("allOf");
+            if inner.ref_target().is_some() {
+                Judged::Dropped(format!(
+                    "beside an `{wrapper}` whose one alternative is a `$ref` the referenced schema is checked as it is"
+                ))
+            } else if inner.as_map().is_none() || depth > MAX_INLINE_DEPTH {
+                Judged::Type(TypeRef::Json)
+            } else if !constraints_of(inner).is_empty() {
+                Judged::Dropped(format!(
+                    "its `{wrapper}` alternative has keywords of its own, and only those are checked"
+                ))
+            } else {
+                judged(inner, depth + 1)
+            }
+        }
+        Shape::Defined => {
+            if string_enum(node).is_some() {
+                Judged::StringEnum
+            } else if node.get("oneOf").is_some() {
+                Judged::Composition("oneOf")
+            } else if node.get("anyOf").is_some() {
+                Judged::Composition("anyOf")
+            } else if node.get("allOf").is_some() {
+                Judged::Composition("allOf")
+            } else {
+                Judged::Struct
+            }
+        }
+    }
+}
+
+/// Whether `keyword`'s value was read into `c` (its value valid and its type one it applies to).
+fn kept(keyword: &str, c: &Constraints) -> bool {
+    match keyword {
+        "minLength" => c.min_length.is_some(),
+        "maxLength" => c.max_length.is_some(),
+        "pattern" => c.pattern.is_some(),
+        "minimum" | "exclusiveMinimum" => c.minimum.is_some(),
+        "maximum" | "exclusiveMaximum" => c.maximum.is_some(),
+        "multipleOf" => c.multiple_of.is_some(),
+        "minItems" => c.min_items.is_some(),
+        "maxItems" => c.max_items.is_some(),
+        "uniqueItems" => c.unique_items,
+        "minProperties" => c.min_properties.is_some(),
+        "maxProperties" => c.max_properties.is_some(),
+        "const" => c.constant.is_some(),
+        _ => false,
+    }
+}
+
+/// The JSON values of a type, as [`Applies`] names them (`None`: what no keyword constrains).
+fn applies_to(ty: &TypeRef) -> Option<Applies> {
+    match ty {
+        TypeRef::String | TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date | TypeRef::File => {
+            Some(Applies::Strings)
+        }
+        TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => Some(Applies::Numbers),
+        TypeRef::Vec(_) => Some(Applies::Arrays),
+        TypeRef::Map(_) => Some(Applies::Objects),
+        TypeRef::Json => Some(Applies::Any),
+        _ => None,
+    }
+}
+
+/// The validation keywords written on one request schema that the generated server does not
+/// check, each with why: a request the schema forbids is accepted all the same. Judged with the
+/// functions the type conversion and the checks use ([`shape_of`], [`constraints_of`],
+/// [`Constraints::for_type`]), so that what is reported is what the generated code leaves out.
+/// Keywords that do not constrain the schema's type (JSON Schema ignores `minLength` on an
+/// integer), annotations and `format` (an annotation in JSON Schema) are not reported; nor are
+/// lengths and patterns of a string enum, whose values are the stricter check. The schema's
+/// children (properties, items, alternatives) are judged on their own.
+pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, String)> {
+    let Some(map) = node.as_map() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, _) in map.entries() {
+        if NEVER_CHECKED.contains(&key.text.as_str()) {
+            out.push((
+                key,
+                format!(
+                    "`{}` is not enforced: the generated server does not check it, and accepts requests it forbids",
+                    key.text
+                ),
+            ));
+        }
+    }
+    let written: Vec<(&Key, &Node, Applies)> = map
+        .entries()
+        .iter()
+        .filter_map(|(key, value)| {
+            CONSTRAINT_KEYWORDS
+                .iter()
+                .find(|(k, _)| *k == key.text)
+                .map(|(_, applies)| (key, value, *applies))
+        })
+        // Nothing to check: `uniqueItems: false`, a 3.0 `exclusiveMinimum: true` (it qualifies
+        // `minimum`).
+        .filter(|(key, value, _)| match key.text.as_str() {
+            "uniqueItems" => value.as_bool() == Some(true),
+            "exclusiveMinimum" | "exclusiveMaximum" => value.as_bool().is_none(),
+            // A pattern that does not compile is `pattern-invalid`'s.
+            "pattern" => value
+                .as_str()
+                .is_some_and(|p| idemgen_protocol::pattern::compile(p).is_ok()),
+            _ => true,
+        })
+        .collect();
+    if written.is_empty() {
+        return out;
+    }
+    if node.ref_target().is_some() {
+        let why = if openapi_31 {
+            "beside a `$ref` the referenced schema is checked as it is"
+        } else {
+            "OpenAPI 3.0 ignores every key beside a `$ref`"
+        };
+        for (key, _, _) in written {
+            out.push((key, format!("`{}` is not enforced: {why}", key.text)));
+        }
+        return out;
+    }
+    let own = constraints_of(node);
+    let judgement = judged(node, 0);
+    for (key, value, applies) in written {
+        let keyword = key.text.as_str();
+        let why = match (&judgement, keyword) {
+            (Judged::StringEnum, "enum") => None,
+            (_, "enum") => enum_unenforced(node, value, &own, &judgement),
+            (Judged::StringEnum, "const") => {
+                Some("beside a string `enum` only the enum's values are checked".to_string())
+            }
+            (Judged::StringEnum, _) => None,
+            (Judged::Dropped(why), _) => Some(why.clone()),
+            (Judged::Composition(composition), _) => Some(format!(
+                "the keywords of each `{composition}` alternative are checked, not those beside it: write it in each alternative"
+            )),
+            (Judged::Struct, "const") => Some(const_unenforced(value)),
+            (Judged::Struct, _) if applies == Applies::Objects => Some(
+                "an object with `properties` is a struct whose properties are not counted (a map, `additionalProperties` alone, is)".to_string(),
+            ),
+            (Judged::Struct, _) => None,
+            (Judged::Type(ty), _) => {
+                let c = own.for_type(ty);
+                if kept(keyword, &c) {
+                    None
+                } else if keyword == "const" {
+                    // A scalar of another type makes every value invalid: not this rule's.
+                    matches!(value.value, Value::Seq(_) | Value::Map(_) | Value::Null)
+                        .then(|| const_unenforced(value))
+                        .or_else(|| typed_string(ty).map(|what| format!("the value is parsed as {what}, and only that is checked")))
+                } else {
+                    type_unenforced(node, ty, applies, keyword)
+                }
+            }
+        };
+        if let Some(why) = why {
+            out.push((key, format!("`{keyword}` is not enforced: {why}")));
+        }
+    }
+    out
+}
+
+/// What a string of `ty` is parsed as, when its lengths, pattern and `const` are not checked.
+fn typed_string(ty: &TypeRef) -> Option<&'static str> {
+    match ty {
+        TypeRef::Uuid => Some("a UUID (`format: uuid`)"),
+        TypeRef::DateTime => Some("a date-time (`format: date-time`)"),
+        TypeRef::Date => Some("a date (`format: date`)"),
+        _ => None,
+    }
+}
+
+/// Why a length, bound or count of a schema typed `ty` is not checked, if it would apply.
+fn type_unenforced(node: &Node, ty: &TypeRef, applies: Applies, keyword: &str) -> Option<String> {
+    if let Some(what) = typed_string(ty) {
+        return (applies == Applies::Strings)
+            .then(|| format!("the value is parsed as {what}, and only that is checked"));
+    }
+    if *ty == TypeRef::Json {
+        let types = types_of(node);
+        return Some(if types.len() > 1 {
+            format!(
+                "a schema of several types ({}) is read as any JSON value, and the value is not checked against it",
+                types
+                    .iter()
+                    .map(|t| format!("`{t}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            "a schema without `type` is read as any JSON value, and the value is not checked against it".to_string()
+        });
+    }
+    if applies_to(ty) != Some(applies) {
+        return None;
+    }
+    Some(
+        match keyword {
+            "pattern" => "its value is not a string",
+            "multipleOf" => "its value is not a positive number, so it is ignored",
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+                "its value is not a finite number, so it is ignored"
+            }
+            _ => "its value is not a whole number of at least 0, so it is ignored",
+        }
+        .to_string(),
+    )
+}
+
+/// Why an `enum` that is not a string enum is not checked (`None`: it is, as a one-value enum).
+fn enum_unenforced(
+    node: &Node,
+    value: &Node,
+    own: &Constraints,
+    judgement: &Judged,
+) -> Option<String> {
+    let values = value.as_seq()?;
+    let both_booleans = [true, false]
+        .iter()
+        .all(|b| values.iter().any(|v| v.as_bool() == Some(*b)));
+    if matches!(judgement, Judged::Type(TypeRef::Bool)) && both_booleans {
+        // Every boolean: nothing to check.
+        return None;
+    }
+    if let Judged::Type(ty) = judgement
+        && values.len() == 1
+        && node.get("const").is_none()
+        && own.for_type(ty).constant.is_some()
+    {
+        return None;
+    }
+    Some(match judgement {
+        Judged::Dropped(why) => why.clone(),
+        Judged::Composition(composition) => format!(
+            "the keywords of each `{composition}` alternative are checked, not those beside it: write it in each alternative"
+        ),
+        _ => format!(
+            "only string enums (a Rust enum) and enums of one string, number or boolean are checked; this one's {} values are not",
+            values.len()
+        ),
+    })
+}
+
+/// Why a `const` is not checked.
+fn const_unenforced(value: &Node) -> String {
+    let what = match value.value {
+        Value::Seq(_) => "an array",
+        Value::Map(_) => "an object",
+        _ => "null",
+    };
+    format!("only a string, number or boolean `const` is compared, not {what}")
+}
+
 /// Sets [`TypeDef::validated`] on every struct and union with something to check, directly or
 /// through the types it holds (a fixed point, so recursive types terminate).
 fn mark_validated(defs: &mut [TypeDef]) {
@@ -2099,5 +2426,114 @@ mod tests {
             }),
         );
         check("{$ref: '#/components/schemas/Name'}", Checks::default());
+    }
+
+    /// The keywords of one schema (YAML flow style) reported as not enforced, in order.
+    fn unenforced(schema: &str, openapi_31: bool) -> Vec<String> {
+        let node = crate::loader::yaml::parse(schema).unwrap();
+        unenforced_keywords(&node, openapi_31)
+            .into_iter()
+            .map(|(key, why)| {
+                assert!(
+                    why.starts_with(&format!("`{}` is not enforced: ", key.text)),
+                    "{why}"
+                );
+                key.text.clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keywords_the_checks_read_are_not_reported() {
+        for schema in [
+            "{type: string, minLength: 1, maxLength: 9, pattern: '^a', const: abc}",
+            "{type: integer, minimum: 1, exclusiveMaximum: 9, multipleOf: 2, enum: [4]}",
+            "{type: number, minimum: 0, exclusiveMinimum: true}",
+            "{type: array, items: {type: string}, minItems: 1, maxItems: 3, uniqueItems: true}",
+            "{type: object, additionalProperties: {type: string}, minProperties: 1, maxProperties: 2}",
+            "{type: [string, 'null'], maxLength: 3}",
+            "{anyOf: [{type: string}, {type: 'null'}], maxLength: 3}",
+            "{type: boolean, enum: [true, false]}",
+            // A string enum is a Rust enum: its lengths and pattern add nothing it does not check.
+            "{type: string, enum: [asc, desc], maxLength: 4, pattern: '^[a-z]+$'}",
+            // Keywords that do not constrain the type, and annotations, are not judged.
+            "{type: integer, minLength: 3, format: email, description: x, uniqueItems: false}",
+            "{type: object, properties: {a: {type: string}}, maxLength: 3}",
+            // Untyped, a scalar `const` is still compared.
+            "{const: 5}",
+            // A pattern that does not compile is `pattern-invalid`'s.
+            "{type: string, format: uuid, pattern: '('}",
+        ] {
+            assert_eq!(unenforced(schema, true), Vec::<String>::new(), "{schema}");
+        }
+    }
+
+    #[test]
+    fn keywords_the_checks_leave_out_are_reported() {
+        let cases: [(&str, &[&str]); 14] = [
+            (
+                "{not: {type: string}, if: {}, then: {}, else: {}}",
+                &["not", "if"],
+            ),
+            (
+                "{type: object, propertyNames: {}, patternProperties: {}, dependentRequired: {}}",
+                &["propertyNames", "patternProperties", "dependentRequired"],
+            ),
+            (
+                "{type: array, prefixItems: [], contains: {}, minContains: 1}",
+                &["prefixItems", "contains", "minContains"],
+            ),
+            ("{type: integer, enum: [1, 2, 3]}", &["enum"]),
+            ("{enum: [a, 1]}", &["enum"]),
+            ("{type: array, const: [1]}", &["const"]),
+            (
+                "{type: string, format: uuid, maxLength: 36, pattern: '^[a-f0-9-]+$', const: x}",
+                &["maxLength", "pattern", "const"],
+            ),
+            (
+                "{type: string, format: date, minLength: 10}",
+                &["minLength"],
+            ),
+            ("{minLength: 1, minimum: 0}", &["minLength", "minimum"]),
+            ("{type: [string, integer], maxLength: 3}", &["maxLength"]),
+            (
+                "{type: object, properties: {a: {}}, minProperties: 1, maxProperties: 1}",
+                &["minProperties", "maxProperties"],
+            ),
+            (
+                "{oneOf: [{type: string}, {type: integer}], minLength: 2, enum: [ab, 3]}",
+                &["minLength", "enum"],
+            ),
+            ("{allOf: [{$ref: '#/X'}], maxLength: 3}", &["maxLength"]),
+            (
+                "{type: string, minLength: -1, maxLength: 2.5}",
+                &["minLength", "maxLength"],
+            ),
+        ];
+        for (schema, expected) in cases {
+            assert_eq!(unenforced(schema, true), expected, "{schema}");
+        }
+        // Inner keywords win over the wrapper's.
+        assert_eq!(
+            unenforced(
+                "{anyOf: [{type: string, minLength: 1}, {type: 'null'}], maxLength: 3}",
+                true
+            ),
+            ["maxLength"]
+        );
+        // Beside a `$ref`: said as each version reads it.
+        let node =
+            crate::loader::yaml::parse("{$ref: '#/X', maxLength: 3, description: d}").unwrap();
+        let [(key, why)] = unenforced_keywords(&node, false).try_into().unwrap();
+        assert_eq!(key.text, "maxLength");
+        assert!(
+            why.ends_with("OpenAPI 3.0 ignores every key beside a `$ref`"),
+            "{why}"
+        );
+        let [(_, why)] = unenforced_keywords(&node, true).try_into().unwrap();
+        assert!(
+            why.ends_with("beside a `$ref` the referenced schema is checked as it is"),
+            "{why}"
+        );
     }
 }

@@ -117,8 +117,15 @@ pub struct RuleOutcome {
     pub idempotent_operations: usize,
 }
 
-/// Runs every rule that the config does not turn off.
-pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
+/// The walk of `keyword-not-enforced`, which only the IR can judge (it knows what the generated
+/// code checks, and sits above the rules): for one operation, every keyword of its request
+/// schemas that is not enforced, where it is written and why.
+pub type KeywordWalk<'w> =
+    &'w dyn Fn(&LoadedSpec, &Operation<'_>, &mut dyn FnMut((FileId, Span), String));
+
+/// Runs every rule that the config does not turn off; `keywords` is the walk of
+/// `keyword-not-enforced` (`crate::ir::unenforced::check_operation`).
+pub fn run(spec: &LoadedSpec, config: &Config, keywords: KeywordWalk<'_>) -> RuleOutcome {
     let mut sink = Sink::new(config);
     for problem in spec.ref_problems() {
         if let Some(location) = problem.location {
@@ -149,6 +156,11 @@ pub fn run(spec: &LoadedSpec, config: &Config) -> RuleOutcome {
         extensions::check_operation(op, &mut sink);
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);
+        if config.level(RuleId::KeywordNotEnforced) != Level::Off {
+            keywords(spec, op, &mut |at, why| {
+                sink.report(RuleId::KeywordNotEnforced, at, Some(op), why);
+            });
+        }
         if op.is_idempotent() {
             operation_id::check_present(op, &mut sink);
             header::check_key(spec, op, &mut sink);

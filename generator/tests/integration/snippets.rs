@@ -24,10 +24,14 @@ use serde_json::Value;
 use crate::common::rule_fixture;
 
 /// Rules whose snippet is not a patch to paste, with why.
-const NOT_PASTE: [(RuleId, &str); 12] = [
+const NOT_PASTE: [(RuleId, &str); 13] = [
     (
         RuleId::CallbacksNotGenerated,
         "a warning that nothing is generated: the fix is code of the author's, or the rule turned off in idemgen.toml",
+    ),
+    (
+        RuleId::KeywordNotEnforced,
+        "a warning about a keyword the generated server does not check: the fix (another keyword, or a check in the handler) is the author's",
     ),
     (
         RuleId::PathUnroutable,
