@@ -375,6 +375,16 @@ pub fn check_const<T: PartialEq<U> + ?Sized, U: ?Sized>(
     Ok(())
 }
 
+/// `enum` of values that are not a Rust enum (numbers, booleans, a mix of scalars): `matched`
+/// says whether the value equals one of them, which the detail shows as the spec writes them
+/// (`shown`, JSON: `10, 20, 50`).
+pub fn check_one_of(path: &FieldPath<'_>, matched: bool, shown: &str) -> Result<(), String> {
+    if !matched {
+        return Err(format!("{path}: must be one of {shown}"));
+    }
+    Ok(())
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

@@ -280,6 +280,9 @@ impl<'a> Validation<'a> {
                         quote!(#support::check_const(path, value.as_str(), #expected, #shown)?;),
                     );
                 }
+                if let Some(values) = &own.allowed {
+                    out.extend(one_of(ty, values));
+                }
                 if let Some(source) = &own.pattern {
                     // A `static` of its own block: compiled on first use, once per process
                     // (inside a loop too), and never clashing with another pattern's.
@@ -324,6 +327,9 @@ impl<'a> Validation<'a> {
                             quote!(#support::check_const(path, value, &#expected, #shown)?;),
                         );
                     }
+                }
+                if let Some(values) = &own.allowed {
+                    out.extend(one_of(ty, values));
                 }
             }
             TypeRef::Vec(item) => {
@@ -402,6 +408,9 @@ impl<'a> Validation<'a> {
                     let shown = constant.to_string();
                     out.extend(quote!(#support::check_const(path, value, #expected, #shown)?;));
                 }
+                if let Some(values) = &own.allowed {
+                    out.extend(one_of(ty, values));
+                }
             }
             TypeRef::File => {
                 if let Some(n) = own.min_length {
@@ -417,6 +426,64 @@ impl<'a> Validation<'a> {
         }
         out
     }
+}
+
+/// The check of an `enum` that is not a Rust enum (`Constraints::allowed`, already narrowed
+/// to the values of `ty`): whether `value: &ty` is one of `values`. Numbers of a JSON value
+/// compare as numbers (`1.0` is `1`, as JSON Schema says).
+fn one_of(ty: &TypeRef, values: &[serde_json::Value]) -> TokenStream {
+    let shown = values
+        .iter()
+        .map(serde_json::Value::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let matched = match ty {
+        TypeRef::String => {
+            let strings = values.iter().filter_map(serde_json::Value::as_str);
+            quote!([#(#strings),*].contains(&value.as_str()))
+        }
+        TypeRef::I32 | TypeRef::I64 => {
+            let numbers = values
+                .iter()
+                .filter_map(serde_json::Value::as_i64)
+                .map(integer);
+            quote!([#(#numbers),*].contains(value))
+        }
+        TypeRef::F64 => {
+            let numbers = values
+                .iter()
+                .filter_map(serde_json::Value::as_f64)
+                .map(float);
+            quote!([#(#numbers),*].contains(value))
+        }
+        TypeRef::Bool => {
+            let booleans = values.iter().filter_map(serde_json::Value::as_bool);
+            quote!([#(#booleans),*].contains(value))
+        }
+        _ => {
+            let alternatives = values.iter().map(|v| match v {
+                serde_json::Value::Null => quote!(value.is_null()),
+                serde_json::Value::Bool(b) => {
+                    quote!(value.as_bool() == ::std::option::Option::Some(#b))
+                }
+                serde_json::Value::Number(n) => {
+                    let n = float(n.as_f64().unwrap_or(f64::NAN));
+                    quote!(value.as_f64() == ::std::option::Option::Some(#n))
+                }
+                serde_json::Value::String(s) => {
+                    quote!(value.as_str() == ::std::option::Option::Some(#s))
+                }
+                // `Constraints::allowed` keeps scalars only.
+                _ => quote!(false),
+            });
+            let mut alternatives = alternatives;
+            match alternatives.next() {
+                Some(first) => quote!(#first #(|| #alternatives)*),
+                None => quote!(false),
+            }
+        }
+    };
+    quote!(cg::check_one_of(path, #matched, #shown)?;)
 }
 
 fn bound_tokens(bound: Bound) -> TokenStream {

@@ -151,7 +151,7 @@ pub enum TypeKind {
         /// Typed `additionalProperties` next to known properties (a flattened map).
         extra: Option<TypeRef>,
         /// The validation keywords of the `additionalProperties` values.
-        extra_checks: Checks,
+        extra_checks: Box<Checks>,
     },
     /// A string `enum`.
     StringEnum {
@@ -413,6 +413,12 @@ pub struct Constraints {
     /// must equal it (`body.kind: must be "card"`). A string `enum` of one value is also the
     /// type of a one-variant enum, which enforces it by itself.
     pub constant: Option<Box<serde_json::Value>>,
+    /// An `enum` of several values that is not a string enum (those are Rust enums, which
+    /// enforce themselves): numbers, booleans, a mix of scalars. The value must equal one of
+    /// them (`query.size: must be one of 10, 20, 50`). Only strings, numbers, booleans and
+    /// `null` are kept; an enum listing an array or an object is not enforced
+    /// (`keyword-not-enforced` says so).
+    pub allowed: Option<Box<[serde_json::Value]>>,
 }
 
 impl Constraints {
@@ -432,8 +438,22 @@ impl Constraints {
                 out.max_length = self.max_length;
                 out.pattern = self.pattern.clone();
                 out.constant = self.constant.clone().filter(|c| c.is_string());
+                out.allowed = self.allowed_of(|v| v.is_string().then(|| v.clone()));
             }
             TypeRef::I32 | TypeRef::I64 | TypeRef::F64 => {
+                out.allowed = self.allowed_of(|v| {
+                    let n = v.as_f64()?;
+                    match ty {
+                        TypeRef::F64 => Some(v.clone()),
+                        // An integral value of the type's range, written as an integer.
+                        _ if n.fract() != 0.0 => None,
+                        TypeRef::I32 if n < f64::from(i32::MIN) || n > f64::from(i32::MAX) => None,
+                        _ => v
+                            .as_i64()
+                            .or_else(|| (n.abs() < 9.0e18).then_some(n as i64))
+                            .map(serde_json::Value::from),
+                    }
+                });
                 out.minimum = self.minimum;
                 out.maximum = self.maximum;
                 out.multiple_of = self.multiple_of;
@@ -444,8 +464,12 @@ impl Constraints {
             }
             TypeRef::Bool => {
                 out.constant = self.constant.clone().filter(|c| c.is_boolean());
+                out.allowed = self.allowed_of(|v| v.is_boolean().then(|| v.clone()));
             }
-            TypeRef::Json => out.constant = self.constant.clone(),
+            TypeRef::Json => {
+                out.constant = self.constant.clone();
+                out.allowed = self.allowed.clone();
+            }
             TypeRef::Vec(_) => {
                 out.min_items = self.min_items;
                 out.max_items = self.max_items;
@@ -463,6 +487,17 @@ impl Constraints {
             _ => {}
         }
         out
+    }
+
+    /// The `enum` values a value of some type can equal, as `keep` maps them (`None`: the type
+    /// has no such value); `null` is left to the `Option` around the type. Empty when none
+    /// fits: no value of the type is valid.
+    fn allowed_of(
+        &self,
+        keep: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
+    ) -> Option<Box<[serde_json::Value]>> {
+        let values = self.allowed.as_ref()?;
+        Some(values.iter().filter_map(keep).collect())
     }
 }
 
@@ -661,7 +696,7 @@ impl<'s> TypeSpace<'s> {
                     fields,
                     deny_unknown,
                     extra: None,
-                    extra_checks: Checks::default(),
+                    extra_checks: Box::default(),
                 },
                 checks: Checks::default(),
                 validated: false,
@@ -1202,7 +1237,7 @@ impl<'s> TypeSpace<'s> {
             fields,
             deny_unknown,
             extra: None,
-            extra_checks: Checks::default(),
+            extra_checks: Box::default(),
         })
     }
 
@@ -1254,7 +1289,7 @@ impl<'s> TypeSpace<'s> {
             fields,
             deny_unknown,
             extra,
-            extra_checks,
+            extra_checks: Box::new(extra_checks),
         }
     }
 }
@@ -1885,7 +1920,25 @@ fn constraints_of(node: &Node) -> Constraints {
         min_properties: count("minProperties"),
         max_properties: count("maxProperties"),
         constant: constant_of(node),
+        allowed: allowed_of(node),
     }
+}
+
+/// An `enum` of several values, when it is not a string enum and every value is a scalar or
+/// `null`; see [`Constraints::allowed`].
+fn allowed_of(node: &Node) -> Option<Box<[serde_json::Value]>> {
+    let values = node.get("enum").and_then(Node::as_seq)?;
+    if values.len() < 2 || string_enum(node).is_some() {
+        return None;
+    }
+    values
+        .iter()
+        .map(|v| match v.value {
+            Value::Str(_) | Value::Bool(_) | Value::Int(_) | Value::Null => Some(json_of(v)),
+            Value::Float(f) if f.is_finite() => Some(json_of(v)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `const`, else the one value of an `enum` of one, when it is a string, number or boolean.
@@ -2210,22 +2263,20 @@ fn enum_unenforced(
         // Every boolean: nothing to check.
         return None;
     }
-    if let Judged::Type(ty) = judgement
-        && values.len() == 1
-        && node.get("const").is_none()
-        && own.for_type(ty).constant.is_some()
-    {
-        return None;
+    if let Judged::Type(ty) = judgement {
+        let c = own.for_type(ty);
+        if c.allowed.is_some()
+            || (values.len() == 1 && node.get("const").is_none() && c.constant.is_some())
+        {
+            return None;
+        }
     }
     Some(match judgement {
         Judged::Dropped(why) => why.clone(),
         Judged::Composition(composition) => format!(
             "the keywords of each `{composition}` alternative are checked, not those beside it: write it in each alternative"
         ),
-        _ => format!(
-            "only string enums (a Rust enum) and enums of one string, number or boolean are checked; this one's {} values are not",
-            values.len()
-        ),
+        _ => "only enums of strings, numbers, booleans and `null` are checked, not one listing an array or an object".to_string(),
     })
 }
 
@@ -2454,6 +2505,10 @@ mod tests {
             "{type: [string, 'null'], maxLength: 3}",
             "{anyOf: [{type: string}, {type: 'null'}], maxLength: 3}",
             "{type: boolean, enum: [true, false]}",
+            // Enums of scalars that are not Rust enums are checked as values.
+            "{type: integer, enum: [1, 2, 3]}",
+            "{enum: [a, 1, true, null]}",
+            "{type: [number, 'null'], enum: [0.5, null]}",
             // A string enum is a Rust enum: its lengths and pattern add nothing it does not check.
             "{type: string, enum: [asc, desc], maxLength: 4, pattern: '^[a-z]+$'}",
             // Keywords that do not constrain the type, and annotations, are not judged.
@@ -2483,8 +2538,8 @@ mod tests {
                 "{type: array, prefixItems: [], contains: {}, minContains: 1}",
                 &["prefixItems", "contains", "minContains"],
             ),
-            ("{type: integer, enum: [1, 2, 3]}", &["enum"]),
-            ("{enum: [a, 1]}", &["enum"]),
+            ("{type: array, enum: [[1], [2]]}", &["enum"]),
+            ("{enum: [a, {b: 1}]}", &["enum"]),
             ("{type: array, const: [1]}", &["const"]),
             (
                 "{type: string, format: uuid, maxLength: 36, pattern: '^[a-f0-9-]+$', const: x}",

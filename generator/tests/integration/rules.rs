@@ -169,17 +169,17 @@ fn each_rule_fixture_reports_exactly_its_rule() {
     case(
         "rules/keyword-not-enforced.yaml",
         &[
-            "keyword-not-enforced@10:35",
+            "keyword-not-enforced@10:57",
             "keyword-not-enforced@13:53",
-            "keyword-not-enforced@45:7",
-            "keyword-not-enforced@47:45",
-            "keyword-not-enforced@48:51",
-            "keyword-not-enforced@49:43",
-            "keyword-not-enforced@50:52",
-            "keyword-not-enforced@53:11",
-            "keyword-not-enforced@54:30",
-            "keyword-not-enforced@57:11",
-            "keyword-not-enforced@71:7",
+            "keyword-not-enforced@48:7",
+            "keyword-not-enforced@50:45",
+            "keyword-not-enforced@51:51",
+            "keyword-not-enforced@52:43",
+            "keyword-not-enforced@53:52",
+            "keyword-not-enforced@56:11",
+            "keyword-not-enforced@57:30",
+            "keyword-not-enforced@60:11",
+            "keyword-not-enforced@74:7",
         ],
     );
     case(

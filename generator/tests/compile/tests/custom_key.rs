@@ -172,6 +172,40 @@ async fn the_custom_header_is_read_bounded_and_named() {
     assert_eq!(pets.uploads.load(Ordering::SeqCst), 1, "the retry replayed");
 }
 
+/// Not about the key: the shapes fixture's router, serving `recordReadings`, checks its query's
+/// integer `enum` (`level`: 1, 2 or 3) before anything runs.
+#[tokio::test]
+async fn an_integer_enum_in_the_query_is_checked() {
+    let app = router(Server::new(
+        Arc::new(Pets::default()),
+        Anyone,
+        Executor::new(MemoryStore::new(), ExecutorConfig::default()),
+    ));
+    let body = r#"{"readings": [{"at": "2024-01-01T00:00:00Z", "value": 1}]}"#;
+    let post = |query: &str| {
+        Request::builder()
+            .method("POST")
+            .uri(format!("/readings?sensor=1{query}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap()
+    };
+    for (query, expected) in [
+        ("", StatusCode::NO_CONTENT),
+        ("&level=2", StatusCode::NO_CONTENT),
+    ] {
+        let response = app.clone().oneshot(post(query)).await.unwrap();
+        assert_eq!(response.status(), expected, "{query}");
+    }
+    let response = app.clone().oneshot(post("&level=4")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(json["detail"], "query.level: must be one of 1, 2, 3");
+}
+
 /// `X-Account-Id` is marked `x-idempotency-fingerprint: true`: it enters the semantic input as
 /// the `"header"` group, keyed in lower case; `X-Client-Note` is not marked and stays out.
 #[test]

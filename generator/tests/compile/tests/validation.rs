@@ -212,3 +212,46 @@ fn nullable_values_inside_union_alternatives_are_checked() {
         Some("body.limit: must have at most 4 characters"),
     );
 }
+
+/// `enum`s that are not Rust enums are checked too: integers, a nullable number, a boolean of
+/// one value (a `const`), a mix of scalars held as `serde_json::Value`, and a string enum with a
+/// number among its values (a `String`, which only the string can equal).
+#[test]
+fn enums_of_numbers_booleans_and_mixed_scalars_are_checked() {
+    let cases: [(&str, serde_json::Value, Option<&str>); 14] = [
+        ("size", json!(20), None),
+        (
+            "size",
+            json!(21),
+            Some("body.size: must be one of 10, 20, 50"),
+        ),
+        ("rate", json!(0.5), None),
+        ("rate", json!(1), None),
+        ("rate", json!(null), None),
+        ("rate", json!(2), Some("body.rate: must be one of 0.5, 1")),
+        ("strict", json!(false), Some("body.strict: must be true")),
+        ("mixed", json!(1.0), None),
+        ("mixed", json!("two"), None),
+        ("mixed", json!(true), None),
+        (
+            "mixed",
+            json!(false),
+            Some(r#"body.mixed: must be one of 1, "two", true, null"#),
+        ),
+        (
+            "mixed",
+            json!("1"),
+            Some(r#"body.mixed: must be one of 1, "two", true, null"#),
+        ),
+        ("unit", json!("cm"), None),
+        (
+            "unit",
+            json!("mm"),
+            Some(r#"body.unit: must be one of "cm""#),
+        ),
+    ];
+    for (property, value, expected) in cases {
+        check(with(property, Some(value)), expected);
+    }
+    check(with("size", None), None);
+}

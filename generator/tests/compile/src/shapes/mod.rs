@@ -381,6 +381,21 @@ pub mod types {
         /// The `limit` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub limit: ::std::option::Option<RecordReadingsRequestBodyLimit>,
+        /// The `size` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub size: ::std::option::Option<i64>,
+        /// The `rate` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub rate: ::std::option::Option<::std::option::Option<f64>>,
+        /// The `strict` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub strict: ::std::option::Option<bool>,
+        /// The `mixed` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub mixed: ::std::option::Option<::std::option::Option<::serde_json::Value>>,
+        /// The `unit` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub unit: ::std::option::Option<::std::string::String>,
         /// The `calibration` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub calibration: ::std::option::Option<
@@ -496,6 +511,48 @@ pub mod types {
                 let value = &self.limit;
                 if let ::std::option::Option::Some(value) = value {
                     cg::Validate::validate(value, path)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "size");
+                let value = &self.size;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::check_one_of(path, [10, 20, 50].contains(value), "10, 20, 50")?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "rate");
+                let value = &self.rate;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_one_of(path, [0.5, 1.0].contains(value), "0.5, 1")?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "strict");
+                let value = &self.strict;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::check_const(path, value, &true, "true")?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "mixed");
+                let value = &self.mixed;
+                if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
+                    cg::check_one_of(
+                        path,
+                        value.as_f64() == ::std::option::Option::Some(1.0)
+                            || value.as_str() == ::std::option::Option::Some("two")
+                            || value.as_bool() == ::std::option::Option::Some(true)
+                            || value.is_null(),
+                        "1, \"two\", true, null",
+                    )?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "unit");
+                let value = &self.unit;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::check_one_of(path, ["cm"].contains(&value.as_str()), "\"cm\"")?;
                 }
             }
             {
@@ -1100,6 +1157,8 @@ pub struct RecordReadingsRequest {
     pub sensor: ::std::vec::Vec<i64>,
     /// The `X-Site` header parameter.
     pub x_site: ::std::option::Option<types::SiteCode>,
+    /// The `level` query parameter.
+    pub level: ::std::option::Option<i32>,
     /// The request body (`application/json`).
     pub body: types::RecordReadingsRequestBody,
 }
@@ -1132,6 +1191,7 @@ impl cg::Operation for RecordReadings {
         ::std::result::Result::Ok(RecordReadingsRequest {
             sensor: parts.query_array("sensor", true)?,
             x_site: parts.header("X-Site")?,
+            level: parts.query("level")?,
             body: parts.json_body()?,
         })
     }
@@ -1153,6 +1213,13 @@ impl cg::Operation for RecordReadings {
             if let ::std::option::Option::Some(value) = value {
                 cg::check_min_length(path, value, 2)?;
                 cg::check_max_length(path, value, 4)?;
+            }
+        }
+        {
+            let path = &cg::FieldPath::Root("query.level");
+            let value = &request.level;
+            if let ::std::option::Option::Some(value) = value {
+                cg::check_one_of(path, [1, 2, 3].contains(value), "1, 2, 3")?;
             }
         }
         {

@@ -333,6 +333,21 @@ pub mod types {
         /// The `limit` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub limit: ::std::option::Option<RecordReadingsRequestBodyLimit>,
+        /// The `size` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub size: ::std::option::Option<i64>,
+        /// The `rate` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub rate: ::std::option::Option<::std::option::Option<f64>>,
+        /// The `strict` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub strict: ::std::option::Option<bool>,
+        /// The `mixed` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub mixed: ::std::option::Option<::std::option::Option<::serde_json::Value>>,
+        /// The `unit` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub unit: ::std::option::Option<::std::string::String>,
         /// The `calibration` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub calibration: ::std::option::Option<
@@ -606,6 +621,8 @@ pub struct RecordReadingsParams {
     pub sensor: ::std::vec::Vec<i64>,
     /// The `X-Site` header parameter.
     pub x_site: ::std::option::Option<types::SiteCode>,
+    /// The `level` query parameter.
+    pub level: ::std::option::Option<i32>,
 }
 /// The successful responses of `recordReadings` (`POST /readings`): one variant per declared 2xx status.
 #[derive(Debug, Clone, PartialEq)]
@@ -841,6 +858,10 @@ impl ShapesClient {
             ::std::option::Option::Some(value) => {
                 call.header("X-Site", value.to_string())
             }
+            ::std::option::Option::None => call,
+        };
+        let call = match &params.level {
+            ::std::option::Option::Some(value) => call.query("level", value.to_string()),
             ::std::option::Option::None => call,
         };
         let call = call.json("application/json", body)?;
