@@ -8,6 +8,53 @@ use crate::spec::extensions::{
 };
 use crate::spec::{Operation, SAFE_METHODS};
 
+/// Checks `x-idempotency-fingerprint` on the parameters of one operation: a boolean, on a header.
+/// Path and query parameters are always part of the semantic input, and a marker that is not a
+/// boolean (`"true"`) would leave its header out of it without a word.
+pub(super) fn check_parameter_markers(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
+    for p in op.parameters(spec) {
+        let Some((key, value)) = p.fingerprint_marker() else {
+            continue;
+        };
+        let name = p.name.unwrap_or("?");
+        match p.location {
+            Some("header") | None => {}
+            Some(location) => {
+                let why = match location {
+                    "path" | "query" => {
+                        "path and query parameters are always part of the semantic input"
+                    }
+                    _ => "cookies are not read, and never part of the semantic input",
+                };
+                sink.report_with_help(
+                    RuleId::IdempotencyExtensionMisplaced,
+                    (p.node.file, key.span),
+                    Some(op),
+                    format!(
+                        "`{X_FINGERPRINT}` on the {location} parameter `{name}` has no effect: idemgen reads it on header parameters only ({why})"
+                    ),
+                    format!(
+                        "remove it:\n\n- name: {name}\n  in: {location}\n  # no {X_FINGERPRINT} here"
+                    ),
+                );
+                continue;
+            }
+        }
+        if value.as_bool().is_none() {
+            sink.report_with_help(
+                RuleId::XIdempotentNotBoolean,
+                (p.node.file, value.span),
+                Some(op),
+                format!(
+                    "`{X_FINGERPRINT}` on the header `{name}` must be a boolean, found {}: the header is left out of the semantic input",
+                    describe(value)
+                ),
+                format!("use a boolean, not a string or number:\n\n{X_FINGERPRINT}: true"),
+            );
+        }
+    }
+}
+
 /// Checks the extensions written on one operation.
 pub(super) fn check_operation(op: &Operation<'_>, sink: &mut Sink<'_>) {
     let Some(map) = op.node.node.as_map() else {

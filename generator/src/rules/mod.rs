@@ -154,6 +154,7 @@ pub fn run(spec: &LoadedSpec, config: &Config, keywords: KeywordWalk<'_>) -> Rul
         parameters::check_operation(spec, op, &mut sink);
         outgoing::check_operation(op, &mut sink);
         extensions::check_operation(op, &mut sink);
+        extensions::check_parameter_markers(spec, op, &mut sink);
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);
         if config.level(RuleId::KeywordNotEnforced) != Level::Off {

@@ -68,7 +68,10 @@ fn each_rule_fixture_reports_exactly_its_rule() {
     );
     case(
         "rules/x-idempotent-not-boolean.yaml",
-        &["x-idempotent-not-boolean@7:21"],
+        &[
+            "x-idempotent-not-boolean@7:21",
+            "x-idempotent-not-boolean@10:95",
+        ],
     );
     case(
         "rules/fingerprint-version-invalid.yaml",
@@ -83,6 +86,7 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         &[
             "idempotency-extension-misplaced@5:5",
             "idempotency-extension-misplaced@9:7",
+            "idempotency-extension-misplaced@12:62",
         ],
     );
     case(
