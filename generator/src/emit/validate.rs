@@ -429,8 +429,7 @@ impl<'a> Validation<'a> {
 }
 
 /// The check of an `enum` that is not a Rust enum (`Constraints::allowed`, already narrowed
-/// to the values of `ty`): whether `value: &ty` is one of `values`. Numbers of a JSON value
-/// compare as numbers (`1.0` is `1`, as JSON Schema says).
+/// to the values of `ty`): whether `value: &ty` is one of `values`.
 fn one_of(ty: &TypeRef, values: &[serde_json::Value]) -> TokenStream {
     let shown = values
         .iter()
@@ -460,28 +459,8 @@ fn one_of(ty: &TypeRef, values: &[serde_json::Value]) -> TokenStream {
             let booleans = values.iter().filter_map(serde_json::Value::as_bool);
             quote!([#(#booleans),*].contains(value))
         }
-        _ => {
-            let alternatives = values.iter().map(|v| match v {
-                serde_json::Value::Null => quote!(value.is_null()),
-                serde_json::Value::Bool(b) => {
-                    quote!(value.as_bool() == ::std::option::Option::Some(#b))
-                }
-                serde_json::Value::Number(n) => {
-                    let n = float(n.as_f64().unwrap_or(f64::NAN));
-                    quote!(value.as_f64() == ::std::option::Option::Some(#n))
-                }
-                serde_json::Value::String(s) => {
-                    quote!(value.as_str() == ::std::option::Option::Some(#s))
-                }
-                // `Constraints::allowed` keeps scalars only.
-                _ => quote!(false),
-            });
-            let mut alternatives = alternatives;
-            match alternatives.next() {
-                Some(first) => quote!(#first #(|| #alternatives)*),
-                None => quote!(false),
-            }
-        }
+        // `Constraints::for_type` keeps `allowed` for these types only.
+        _ => return TokenStream::new(),
     };
     quote!(cg::check_one_of(path, #matched, #shown)?;)
 }

@@ -9,13 +9,10 @@ pub mod types;
 pub mod unenforced;
 
 use crate::loader::{LoadedSpec, Node, NodeRef};
-use crate::spec::{self, Operation, is_json};
+use crate::spec::{self, IGNORED_HEADERS, Operation, is_json};
 
 use names::{Namespace, snake_name, type_name};
 use types::{Checks, TypeDef, TypeRef, TypeSpace};
-
-/// Header parameters OpenAPI says are ignored (they are transport, not input).
-const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
 
 /// The whole API to emit.
 #[derive(Debug, Clone)]

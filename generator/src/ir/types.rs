@@ -413,11 +413,11 @@ pub struct Constraints {
     /// must equal it (`body.kind: must be "card"`). A string `enum` of one value is also the
     /// type of a one-variant enum, which enforces it by itself.
     pub constant: Option<Box<serde_json::Value>>,
-    /// An `enum` of several values that is not a string enum (those are Rust enums, which
-    /// enforce themselves): numbers, booleans, a mix of scalars. The value must equal one of
-    /// them (`query.size: must be one of 10, 20, 50`). Only strings, numbers, booleans and
-    /// `null` are kept; an enum listing an array or an object is not enforced
-    /// (`keyword-not-enforced` says so).
+    /// An `enum` of several values that is not a Rust enum (a string enum that is its own type):
+    /// numbers, booleans, strings behind a nullable wrapper. The value must equal one of them
+    /// (`query.size: must be one of 10, 20, 50`). Kept for a value whose type holds every value
+    /// ([`Constraints::for_type`]); an enum listing an array or an object, or values of several
+    /// types, is not enforced (`keyword-not-enforced` says so).
     pub allowed: Option<Box<[serde_json::Value]>>,
 }
 
@@ -466,10 +466,9 @@ impl Constraints {
                 out.constant = self.constant.clone().filter(|c| c.is_boolean());
                 out.allowed = self.allowed_of(|v| v.is_boolean().then(|| v.clone()));
             }
-            TypeRef::Json => {
-                out.constant = self.constant.clone();
-                out.allowed = self.allowed.clone();
-            }
+            // A JSON value's enum is not checked: form fields arrive as strings (`"1"`), which a
+            // comparison with the spec's `1` would refuse (`keyword-not-enforced` says so).
+            TypeRef::Json => out.constant = self.constant.clone(),
             TypeRef::Vec(_) => {
                 out.min_items = self.min_items;
                 out.max_items = self.max_items;
@@ -489,15 +488,21 @@ impl Constraints {
         out
     }
 
-    /// The `enum` values a value of some type can equal, as `keep` maps them (`None`: the type
-    /// has no such value); `null` is left to the `Option` around the type. Empty when none
-    /// fits: no value of the type is valid.
+    /// The `enum` values as a value of some type holds them, as `keep` maps them; `null` is
+    /// left to the `Option` around the type. `None` when a value is not of the type (an
+    /// `enum: ["1", "2"]` of an integer, a parameter read as one string whose enum lists
+    /// numbers): such an enum is not enforced, and `keyword-not-enforced` says so, rather than
+    /// refuse every request.
     fn allowed_of(
         &self,
         keep: impl Fn(&serde_json::Value) -> Option<serde_json::Value>,
     ) -> Option<Box<[serde_json::Value]>> {
-        let values = self.allowed.as_ref()?;
-        Some(values.iter().filter_map(keep).collect())
+        self.allowed
+            .as_ref()?
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(keep)
+            .collect()
     }
 }
 
@@ -1156,39 +1161,7 @@ impl<'s> TypeSpace<'s> {
         members: &'s [Node],
         depth: usize,
     ) -> Option<TypeKind> {
-        let mut objects: Vec<NodeRef<'s>> = Vec::new();
-        let mut stack: Vec<NodeRef<'s>> = members
-            .iter()
-            .rev()
-            .map(|m| NodeRef {
-                file: at.file,
-                node: m,
-            })
-            .collect();
-        // The parent schema's own properties count too.
-        objects.push(at);
-        let mut seen = BTreeSet::new();
-        while let Some(member) = stack.pop() {
-            let member = self.spec.deref(member);
-            if !seen.insert((member.file, member.node.span)) || objects.len() > 256 {
-                continue;
-            }
-            if let Some(nested) = member.node.get("allOf").and_then(Node::as_seq) {
-                objects.push(member);
-                stack.extend(nested.iter().rev().map(|m| NodeRef {
-                    file: member.file,
-                    node: m,
-                }));
-                continue;
-            }
-            if union_members(member.node).is_some() || string_enum(member.node).is_some() {
-                return None;
-            }
-            match shape_of(member.node) {
-                Shape::Defined | Shape::Json => objects.push(member),
-                _ => return None,
-            }
-        }
+        let objects = all_of_objects(self.spec, at, members)?;
         let mut fields: Vec<Field> = Vec::new();
         let mut required: BTreeSet<String> = BTreeSet::new();
         let mut deny_unknown = false;
@@ -1292,6 +1265,52 @@ impl<'s> TypeSpace<'s> {
             extra_checks: Box::new(extra_checks),
         }
     }
+}
+
+/// The objects an `allOf` merges into one struct: the schema itself (its own properties count
+/// too) and its members, `$ref`s followed and nested `allOf`s flattened (each node once, at most
+/// 256); `None` when a member is not an object (a union, a string enum, a primitive, an array, a
+/// map of typed values), and the whole is then any JSON value.
+pub(crate) fn all_of_objects<'s>(
+    spec: &'s LoadedSpec,
+    at: NodeRef<'s>,
+    members: &'s [Node],
+) -> Option<Vec<NodeRef<'s>>> {
+    let mut objects: Vec<NodeRef<'s>> = Vec::new();
+    let mut stack: Vec<NodeRef<'s>> = members
+        .iter()
+        .rev()
+        .map(|m| NodeRef {
+            file: at.file,
+            node: m,
+        })
+        .collect();
+    objects.push(at);
+    let mut seen = BTreeSet::new();
+    while let Some(member) = stack.pop() {
+        let member = spec.deref(member);
+        if !seen.insert((member.file, member.node.span)) || objects.len() > 256 {
+            continue;
+        }
+        if let Some(nested) = member.node.get("allOf").and_then(Node::as_seq) {
+            objects.push(member);
+            stack.extend(nested.iter().rev().map(|m| NodeRef {
+                file: member.file,
+                node: m,
+            }));
+            continue;
+        }
+        if union_members(member.node).is_some() || string_enum(member.node).is_some() {
+            return None;
+        }
+        match shape_of(member.node) {
+            // An object of any properties (`{type: object}`, `properties: {}`) adds nothing to
+            // the struct, and takes nothing away.
+            Shape::Defined | Shape::Json | Shape::Map(None) => objects.push(member),
+            _ => return None,
+        }
+    }
+    Some(objects)
 }
 
 /// What a schema is, before naming.
@@ -1928,7 +1947,10 @@ fn constraints_of(node: &Node) -> Constraints {
 /// `null`; see [`Constraints::allowed`].
 fn allowed_of(node: &Node) -> Option<Box<[serde_json::Value]>> {
     let values = node.get("enum").and_then(Node::as_seq)?;
-    if values.len() < 2 || string_enum(node).is_some() {
+    // A string enum that is its own type is a Rust enum, which checks itself; behind a nullable
+    // or single-alternative wrapper it is a `String`, checked here.
+    if values.len() < 2 || (string_enum(node).is_some() && matches!(shape_of(node), Shape::Defined))
+    {
         return None;
     }
     values
@@ -1993,8 +2015,9 @@ enum Applies {
     Any,
 }
 
-/// The validation keywords [`constraints_of`] reads (and `enum`), with what they constrain.
-const CONSTRAINT_KEYWORDS: [(&str, Applies); 15] = [
+/// The validation keywords [`constraints_of`] reads, `enum` and `required`, with what they
+/// constrain.
+const CONSTRAINT_KEYWORDS: [(&str, Applies); 16] = [
     ("minLength", Applies::Strings),
     ("maxLength", Applies::Strings),
     ("pattern", Applies::Strings),
@@ -2008,9 +2031,35 @@ const CONSTRAINT_KEYWORDS: [(&str, Applies); 15] = [
     ("uniqueItems", Applies::Arrays),
     ("minProperties", Applies::Objects),
     ("maxProperties", Applies::Objects),
+    ("required", Applies::Objects),
     ("const", Applies::Any),
     ("enum", Applies::Any),
 ];
+
+/// Keywords that shape an object, read by the type conversion, and ignored beside a `oneOf` or
+/// `anyOf` of several alternatives (a union reads its alternatives only).
+const BESIDE_A_UNION: [&str; 4] = ["properties", "additionalProperties", "items", "allOf"];
+
+/// How the walk over a request's schemas meets a schema.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Reading {
+    /// As the schema says.
+    Schema,
+    /// A multipart body's object, as a struct's keywords (its parts are read each as the IR
+    /// types it, and walked apart).
+    PartsOnly,
+    /// A member of an `allOf` merged into one struct: its `properties` and `required` are the
+    /// struct's; its other keywords are judged as a struct's.
+    MergedMember,
+    /// As a value of `ty` whatever the schema says (`None`: not read at all), and why: a
+    /// parameter the IR reads as one string, a multipart file part, an `allOf` it cannot merge.
+    Forced {
+        /// The type the value is read as.
+        ty: Option<TypeRef>,
+        /// Why, as a clause (`the query parameter `f` is read as one string`).
+        why: String,
+    },
+}
 
 /// What the own keywords of a schema are checked against, as [`checks_of`] and the emitter's
 /// `for_type` see it.
@@ -2021,7 +2070,8 @@ enum Judged {
     StringEnum,
     /// An object with properties (a struct): property counts are not checked.
     Struct,
-    /// `oneOf`/`anyOf`/`allOf`: the alternatives' keywords are checked, not the composition's.
+    /// `oneOf`/`anyOf` of several alternatives, or an `allOf` merged into a struct: the
+    /// alternatives' keywords are checked, not the composition's.
     Composition(&'static str),
     /// A wrapper whose keywords are dropped, and why.
     Dropped(String),
@@ -2068,6 +2118,11 @@ fn judged(node: &Node, depth: usize) -> Judged {
     }
 }
 
+/// Whether a node is a union the IR reads by its alternatives alone.
+pub(crate) fn is_union(node: &Node) -> bool {
+    matches!(shape_of(node), Shape::Defined) && union_members(node).is_some()
+}
+
 /// Whether `keyword`'s value was read into `c` (its value valid and its type one it applies to).
 fn kept(keyword: &str, c: &Constraints) -> bool {
     match keyword {
@@ -2083,6 +2138,7 @@ fn kept(keyword: &str, c: &Constraints) -> bool {
         "minProperties" => c.min_properties.is_some(),
         "maxProperties" => c.max_properties.is_some(),
         "const" => c.constant.is_some(),
+        "enum" => c.allowed.is_some() || c.constant.is_some(),
         _ => false,
     }
 }
@@ -2101,28 +2157,45 @@ fn applies_to(ty: &TypeRef) -> Option<Applies> {
     }
 }
 
+/// Whether a keyword that constrains `applies` values can constrain a value of what the schema
+/// itself describes (JSON Schema ignores `minLength` on an integer).
+fn relevant(judgement: &Judged, applies: Applies) -> bool {
+    match judgement {
+        _ if applies == Applies::Any => true,
+        Judged::Type(ty) => matches!(applies_to(ty), Some(a) if a == applies || a == Applies::Any),
+        Judged::StringEnum => applies == Applies::Strings,
+        Judged::Struct => applies == Applies::Objects,
+        Judged::Composition(_) | Judged::Dropped(_) => true,
+    }
+}
+
 /// The validation keywords written on one request schema that the generated server does not
 /// check, each with why: a request the schema forbids is accepted all the same. Judged with the
 /// functions the type conversion and the checks use ([`shape_of`], [`constraints_of`],
-/// [`Constraints::for_type`]), so that what is reported is what the generated code leaves out.
-/// Keywords that do not constrain the schema's type (JSON Schema ignores `minLength` on an
-/// integer), annotations and `format` (an annotation in JSON Schema) are not reported; nor are
-/// lengths and patterns of a string enum, whose values are the stricter check. The schema's
-/// children (properties, items, alternatives) are judged on their own.
-pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, String)> {
+/// [`Constraints::for_type`]), so that what is reported is what the generated code leaves out;
+/// `reading` is how the walk met the schema. Keywords that do not constrain the schema's type
+/// (JSON Schema ignores `minLength` on an integer), annotations and `format` (an annotation in
+/// JSON Schema) are not reported, nor are lengths and patterns of a string enum that all its
+/// values meet. The schema's children (properties, items, alternatives) are judged on their own.
+pub(crate) fn unenforced_keywords<'n>(
+    node: &'n Node,
+    openapi_31: bool,
+    reading: &Reading,
+) -> Vec<(&'n Key, String)> {
     let Some(map) = node.as_map() else {
         return Vec::new();
     };
     let mut out = Vec::new();
+    let forced_why = match reading {
+        Reading::Forced { why, .. } => Some(why.as_str()),
+        _ => None,
+    };
     for (key, _) in map.entries() {
         if NEVER_CHECKED.contains(&key.text.as_str()) {
-            out.push((
-                key,
-                format!(
-                    "`{}` is not enforced: the generated server does not check it, and accepts requests it forbids",
-                    key.text
-                ),
-            ));
+            let why = forced_why.unwrap_or(
+                "the generated server does not check it, and accepts requests it forbids",
+            );
+            out.push((key, format!("`{}` is not enforced: {why}", key.text)));
         }
     }
     let written: Vec<(&Key, &Node, Applies)> = map
@@ -2135,10 +2208,11 @@ pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, S
                 .map(|(_, applies)| (key, value, *applies))
         })
         // Nothing to check: `uniqueItems: false`, a 3.0 `exclusiveMinimum: true` (it qualifies
-        // `minimum`).
+        // `minimum`), `required: []`.
         .filter(|(key, value, _)| match key.text.as_str() {
             "uniqueItems" => value.as_bool() == Some(true),
             "exclusiveMinimum" | "exclusiveMaximum" => value.as_bool().is_none(),
+            "required" => value.as_seq().is_some_and(|names| !names.is_empty()),
             // A pattern that does not compile is `pattern-invalid`'s.
             "pattern" => value
                 .as_str()
@@ -2146,7 +2220,16 @@ pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, S
             _ => true,
         })
         .collect();
-    if written.is_empty() {
+    let own = constraints_of(node);
+    let judgement = judged(node, 0);
+    if let Reading::Forced { ty, why } = reading {
+        let kept_as = ty.as_ref().map(|ty| own.for_type(ty)).unwrap_or_default();
+        for (key, _, applies) in written {
+            let keyword = key.text.as_str();
+            if relevant(&judgement, applies) && !kept(keyword, &kept_as) {
+                out.push((key, format!("`{keyword}` is not enforced: {why}")));
+            }
+        }
         return out;
     }
     if node.ref_target().is_some() {
@@ -2160,26 +2243,55 @@ pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, S
         }
         return out;
     }
-    let own = constraints_of(node);
-    let judgement = judged(node, 0);
+    if is_union(node) {
+        let union = if node.get("oneOf").is_some() {
+            "oneOf"
+        } else {
+            "anyOf"
+        };
+        for (key, value) in map.entries() {
+            let open =
+                value.as_bool() == Some(true) || value.as_map().is_some_and(|m| m.is_empty());
+            if BESIDE_A_UNION.contains(&key.text.as_str()) && !open {
+                out.push((
+                    key,
+                    format!(
+                        "`{}` is not enforced: beside `{union}` only its alternatives are read; write it in each alternative",
+                        key.text
+                    ),
+                ));
+            }
+        }
+    }
     for (key, value, applies) in written {
         let keyword = key.text.as_str();
+        if !relevant(&judgement, applies) {
+            continue;
+        }
         let why = match (&judgement, keyword) {
+            (_, "required") => required_unenforced(node, value, &judgement, reading),
             (Judged::StringEnum, "enum") => None,
             (_, "enum") => enum_unenforced(node, value, &own, &judgement),
             (Judged::StringEnum, "const") => {
                 Some("beside a string `enum` only the enum's values are checked".to_string())
             }
-            (Judged::StringEnum, _) => None,
+            (Judged::StringEnum, _) => string_enum_breaks(node, keyword, &own),
             (Judged::Dropped(why), _) => Some(why.clone()),
+            (Judged::Composition("allOf"), _) => Some(
+                "the object an `allOf` merges is checked by its members' properties only".to_string(),
+            ),
             (Judged::Composition(composition), _) => Some(format!(
-                "the keywords of each `{composition}` alternative are checked, not those beside it: write it in each alternative"
+                "the keywords of each `{composition}` alternative are checked, not those beside it; write it in each alternative"
             )),
             (Judged::Struct, "const") => Some(const_unenforced(value)),
-            (Judged::Struct, _) if applies == Applies::Objects => Some(
-                "an object with `properties` is a struct whose properties are not counted (a map, `additionalProperties` alone, is)".to_string(),
+            (Judged::Struct, _) => Some(
+                if *reading == Reading::MergedMember {
+                    "the object an `allOf` merges is a struct whose properties are not counted"
+                } else {
+                    "an object schema with `properties` or `additionalProperties: false` is a struct whose properties are not counted (a map, `additionalProperties` with a schema alone, is)"
+                }
+                .to_string(),
             ),
-            (Judged::Struct, _) => None,
             (Judged::Type(ty), _) => {
                 let c = own.for_type(ty);
                 if kept(keyword, &c) {
@@ -2188,9 +2300,13 @@ pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, S
                     // A scalar of another type makes every value invalid: not this rule's.
                     matches!(value.value, Value::Seq(_) | Value::Map(_) | Value::Null)
                         .then(|| const_unenforced(value))
-                        .or_else(|| typed_string(ty).map(|what| format!("the value is parsed as {what}, and only that is checked")))
+                        .or_else(|| {
+                            typed_string(ty).map(|what| {
+                                format!("the value is parsed as {what}, and only that is checked")
+                            })
+                        })
                 } else {
-                    type_unenforced(node, ty, applies, keyword)
+                    type_unenforced(node, ty, keyword)
                 }
             }
         };
@@ -2199,6 +2315,75 @@ pub(crate) fn unenforced_keywords(node: &Node, openapi_31: bool) -> Vec<(&Key, S
         }
     }
     out
+}
+
+/// Why `required` is not checked (`None`: it is, by the struct's fields).
+fn required_unenforced(
+    node: &Node,
+    value: &Node,
+    judgement: &Judged,
+    reading: &Reading,
+) -> Option<String> {
+    match judgement {
+        // Merged: the struct's fields are every member's properties, required by every
+        // member's `required` (a name none of them declares is not checked: not judged here).
+        _ if *reading == Reading::MergedMember => None,
+        Judged::Composition("allOf") => None,
+        Judged::Struct => {
+            let declared: BTreeSet<&str> = node
+                .get("properties")
+                .and_then(Node::as_map)
+                .map(|m| m.entries().iter().map(|(k, _)| k.text.as_str()).collect())
+                .unwrap_or_default();
+            let missing: Vec<String> = value
+                .as_seq()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Node::as_str)
+                .filter(|name| !declared.contains(name))
+                .map(|name| format!("`{name}`"))
+                .collect();
+            (!missing.is_empty()).then(|| {
+                format!(
+                    "{} not among the object's `properties`, so {} presence is not checked",
+                    missing.join(", ") + if missing.len() == 1 { " is" } else { " are" },
+                    if missing.len() == 1 { "its" } else { "their" }
+                )
+            })
+        }
+        Judged::Type(TypeRef::Map(_)) => {
+            Some("a map's keys are not checked for the names it requires".to_string())
+        }
+        Judged::Type(TypeRef::Json) => Some(
+            "a schema without `type` or `properties` is read as any JSON value, and the names it requires are not checked".to_string(),
+        ),
+        Judged::Type(_) | Judged::StringEnum => None,
+        Judged::Dropped(why) => Some(why.clone()),
+        Judged::Composition(composition) => Some(format!(
+            "beside `{composition}` only its alternatives are read; write it in each alternative"
+        )),
+    }
+}
+
+/// Why a length or pattern beside a string enum is not checked, when one of the enum's values
+/// breaks it (the enum alone is checked; `None`: every value meets it, so it adds nothing).
+fn string_enum_breaks(node: &Node, keyword: &str, own: &Constraints) -> Option<String> {
+    let values = string_enum(node)?;
+    let breaks = |value: &str| {
+        let chars = value.chars().count() as u64;
+        match keyword {
+            "minLength" => own.min_length.is_some_and(|n| chars < n),
+            "maxLength" => own.max_length.is_some_and(|n| chars > n),
+            "pattern" => own.pattern.as_deref().is_some_and(|p| {
+                idemgen_protocol::pattern::compile(p).is_ok_and(|re| re.find(value).is_none())
+            }),
+            _ => false,
+        }
+    };
+    let value = values.iter().find(|v| breaks(v))?;
+    Some(format!(
+        "beside a string `enum` only the enum's values are checked, and `{value}` does not meet it"
+    ))
 }
 
 /// What a string of `ty` is parsed as, when its lengths, pattern and `const` are not checked.
@@ -2212,32 +2397,17 @@ fn typed_string(ty: &TypeRef) -> Option<&'static str> {
 }
 
 /// Why a length, bound or count of a schema typed `ty` is not checked, if it would apply.
-fn type_unenforced(node: &Node, ty: &TypeRef, applies: Applies, keyword: &str) -> Option<String> {
+fn type_unenforced(node: &Node, ty: &TypeRef, keyword: &str) -> Option<String> {
     if let Some(what) = typed_string(ty) {
-        return (applies == Applies::Strings)
-            .then(|| format!("the value is parsed as {what}, and only that is checked"));
+        return Some(format!(
+            "the value is parsed as {what}, and only that is checked"
+        ));
     }
     if *ty == TypeRef::Json {
-        let types = types_of(node);
-        return Some(if types.len() > 1 {
-            format!(
-                "a schema of several types ({}) is read as any JSON value, and the value is not checked against it",
-                types
-                    .iter()
-                    .map(|t| format!("`{t}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else {
-            "a schema without `type` is read as any JSON value, and the value is not checked against it".to_string()
-        });
-    }
-    if applies_to(ty) != Some(applies) {
-        return None;
+        return Some(untyped(node));
     }
     Some(
         match keyword {
-            "pattern" => "its value is not a string",
             "multipleOf" => "its value is not a positive number, so it is ignored",
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 "its value is not a finite number, so it is ignored"
@@ -2248,7 +2418,25 @@ fn type_unenforced(node: &Node, ty: &TypeRef, applies: Applies, keyword: &str) -
     )
 }
 
-/// Why an `enum` that is not a string enum is not checked (`None`: it is, as a one-value enum).
+/// Why a schema read as any JSON value checks nothing but a scalar `const`.
+fn untyped(node: &Node) -> String {
+    let types = types_of(node);
+    if types.len() > 1 {
+        format!(
+            "a schema of several types ({}) is read as any JSON value, and the value is not checked against it",
+            types
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        "a schema without `type` is read as any JSON value, and the value is not checked against it"
+            .to_string()
+    }
+}
+
+/// Why an `enum` is not checked (`None`: it is).
 fn enum_unenforced(
     node: &Node,
     value: &Node,
@@ -2256,27 +2444,46 @@ fn enum_unenforced(
     judgement: &Judged,
 ) -> Option<String> {
     let values = value.as_seq()?;
-    let both_booleans = [true, false]
-        .iter()
-        .all(|b| values.iter().any(|v| v.as_bool() == Some(*b)));
-    if matches!(judgement, Judged::Type(TypeRef::Bool)) && both_booleans {
-        // Every boolean: nothing to check.
-        return None;
-    }
-    if let Judged::Type(ty) = judgement {
-        let c = own.for_type(ty);
-        if c.allowed.is_some()
-            || (values.len() == 1 && node.get("const").is_none() && c.constant.is_some())
-        {
-            return None;
-        }
-    }
     Some(match judgement {
+        Judged::Type(ty) => {
+            if kept("enum", &own.for_type(ty)) {
+                return None;
+            }
+            let scalars = values.iter().all(|v| {
+                matches!(
+                    v.value,
+                    Value::Str(_) | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Null
+                )
+            });
+            match ty {
+                _ if !scalars => {
+                    "only enums of strings, numbers, booleans and `null` are checked, not one listing an array or an object".to_string()
+                }
+                TypeRef::Json => untyped(node),
+                TypeRef::Vec(_) | TypeRef::Map(_) => {
+                    "only enums of strings, numbers and booleans are checked, not an array's or an object's".to_string()
+                }
+                _ if values.len() == 1 => {
+                    "its one value is not of the schema's type, so it is ignored".to_string()
+                }
+                _ => format!(
+                    "its values are not all {} (the schema's type), so it is ignored",
+                    match ty {
+                        TypeRef::I32 | TypeRef::I64 => "integers",
+                        TypeRef::F64 => "numbers",
+                        TypeRef::Bool => "booleans",
+                        _ => "strings",
+                    }
+                ),
+            }
+        }
         Judged::Dropped(why) => why.clone(),
         Judged::Composition(composition) => format!(
-            "the keywords of each `{composition}` alternative are checked, not those beside it: write it in each alternative"
+            "the keywords of each `{composition}` alternative are checked, not those beside it; write it in each alternative"
         ),
-        _ => "only enums of strings, numbers, booleans and `null` are checked, not one listing an array or an object".to_string(),
+        Judged::Struct | Judged::StringEnum => {
+            "only enums of strings, numbers, booleans and `null` are checked, not one listing an array or an object".to_string()
+        }
     })
 }
 
@@ -2482,7 +2689,7 @@ mod tests {
     /// The keywords of one schema (YAML flow style) reported as not enforced, in order.
     fn unenforced(schema: &str, openapi_31: bool) -> Vec<String> {
         let node = crate::loader::yaml::parse(schema).unwrap();
-        unenforced_keywords(&node, openapi_31)
+        unenforced_keywords(&node, openapi_31, &Reading::Schema)
             .into_iter()
             .map(|(key, why)| {
                 assert!(
@@ -2505,10 +2712,16 @@ mod tests {
             "{type: [string, 'null'], maxLength: 3}",
             "{anyOf: [{type: string}, {type: 'null'}], maxLength: 3}",
             "{type: boolean, enum: [true, false]}",
-            // Enums of scalars that are not Rust enums are checked as values.
+            // Enums of scalars that are not Rust enums are checked as values, and a string enum
+            // behind a nullable or one-member wrapper (a `String`).
             "{type: integer, enum: [1, 2, 3]}",
-            "{enum: [a, 1, true, null]}",
             "{type: [number, 'null'], enum: [0.5, null]}",
+            "{anyOf: [{type: string}, {type: 'null'}], enum: [x, y]}",
+            "{allOf: [{type: string}], enum: [p, q]}",
+            // A struct requires its declared properties by their fields.
+            "{type: object, properties: {a: {}}, required: [a]}",
+            // A merged `allOf` requires what any of its objects does.
+            "{allOf: [{$ref: '#/A'}, {$ref: '#/B'}], required: [a]}",
             // A string enum is a Rust enum: its lengths and pattern add nothing it does not check.
             "{type: string, enum: [asc, desc], maxLength: 4, pattern: '^[a-z]+$'}",
             // Keywords that do not constrain the type, and annotations, are not judged.
@@ -2525,7 +2738,7 @@ mod tests {
 
     #[test]
     fn keywords_the_checks_leave_out_are_reported() {
-        let cases: [(&str, &[&str]); 14] = [
+        let cases: [(&str, &[&str]); 22] = [
             (
                 "{not: {type: string}, if: {}, then: {}, else: {}}",
                 &["not", "if"],
@@ -2540,6 +2753,30 @@ mod tests {
             ),
             ("{type: array, enum: [[1], [2]]}", &["enum"]),
             ("{enum: [a, {b: 1}]}", &["enum"]),
+            // Values of another type than the schema's, and of several types, are not checked.
+            ("{type: integer, enum: ['1', '2']}", &["enum"]),
+            ("{enum: [a, 1, true, null]}", &["enum"]),
+            // A string enum's lengths and pattern are left to its values, which must meet them.
+            (
+                "{type: string, enum: [asc, descending], maxLength: 4, pattern: '^[a-z]{3,4}$'}",
+                &["maxLength", "pattern"],
+            ),
+            // Beside a union only its alternatives are read.
+            (
+                "{oneOf: [{required: [a]}, {required: [b]}], properties: {c: {}}, required: [c]}",
+                &["properties", "required"],
+            ),
+            // `required` of names the struct does not declare, of a map, of an untyped schema.
+            (
+                "{type: object, properties: {a: {}}, required: [a, b]}",
+                &["required"],
+            ),
+            (
+                "{type: object, additionalProperties: {type: string}, required: [a]}",
+                &["required"],
+            ),
+            ("{required: [a]}", &["required"]),
+            ("{allOf: [{$ref: '#/A'}], required: [a]}", &["required"]),
             ("{type: array, const: [1]}", &["const"]),
             (
                 "{type: string, format: uuid, maxLength: 36, pattern: '^[a-f0-9-]+$', const: x}",
@@ -2568,6 +2805,25 @@ mod tests {
         for (schema, expected) in cases {
             assert_eq!(unenforced(schema, true), expected, "{schema}");
         }
+        // Read as something else: what that type does not check.
+        let node =
+            crate::loader::yaml::parse("{type: array, maxItems: 2, minLength: 1, items: {}}")
+                .unwrap();
+        let forced = Reading::Forced {
+            ty: Some(TypeRef::String),
+            why: "read as one string".to_string(),
+        };
+        let reported: Vec<_> = unenforced_keywords(&node, true, &forced)
+            .into_iter()
+            .map(|(k, why)| (k.text.clone(), why))
+            .collect();
+        assert_eq!(
+            reported,
+            [(
+                "maxItems".to_string(),
+                "`maxItems` is not enforced: read as one string".to_string()
+            )]
+        );
         // Inner keywords win over the wrapper's.
         assert_eq!(
             unenforced(
@@ -2579,13 +2835,17 @@ mod tests {
         // Beside a `$ref`: said as each version reads it.
         let node =
             crate::loader::yaml::parse("{$ref: '#/X', maxLength: 3, description: d}").unwrap();
-        let [(key, why)] = unenforced_keywords(&node, false).try_into().unwrap();
+        let [(key, why)] = unenforced_keywords(&node, false, &Reading::Schema)
+            .try_into()
+            .unwrap();
         assert_eq!(key.text, "maxLength");
         assert!(
             why.ends_with("OpenAPI 3.0 ignores every key beside a `$ref`"),
             "{why}"
         );
-        let [(_, why)] = unenforced_keywords(&node, true).try_into().unwrap();
+        let [(_, why)] = unenforced_keywords(&node, true, &Reading::Schema)
+            .try_into()
+            .unwrap();
         assert!(
             why.ends_with("beside a `$ref` the referenced schema is checked as it is"),
             "{why}"

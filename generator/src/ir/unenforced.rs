@@ -1,18 +1,20 @@
 //! What the generated server does not check of a request's schemas, said out loud
 //! (`keyword-not-enforced`): the walk over every schema a request is validated against, the
 //! same ones [`super::Api::from_spec`] reads (parameters but the key header and the ones OpenAPI
-//! ignores, and the request body's chosen media type when it is typed), with each schema judged
-//! by [`super::types::unenforced_keywords`], beside the conversion whose checks it judges. The
-//! rules layer reports what this finds; it lives here because only the IR knows what the
-//! generated code checks.
+//! ignores, and the request body's chosen media type when it is typed), read as the IR reads
+//! them (a parameter it reads as one string, a multipart file part, an `allOf` it merges or
+//! cannot), with each schema judged by [`super::types::unenforced_keywords`], beside the
+//! conversion whose checks it judges. The rules layer reports what this finds; it lives here
+//! because only the IR knows what the generated code checks.
 
 use std::collections::HashSet;
 
 use crate::loader::{FileId, LoadedSpec, Node, NodeRef, OpenApiVersion, Span};
-use crate::spec::{self, Operation, is_json};
+use crate::spec::multipart::{self, PartKind};
+use crate::spec::{self, IGNORED_HEADERS, Operation, is_json};
 
-use super::types::unenforced_keywords;
-use super::{IGNORED_HEADERS, raw_param_schema};
+use super::types::{Reading, TypeRef, TypeSpace, all_of_objects, is_union, unenforced_keywords};
+use super::{ParamLocation, param_type, raw_param_schema};
 
 /// Calls `report` for every validation keyword of `op`'s request schemas that the generated
 /// server does not check: where it is written, and why. `key_header` is the configured
@@ -23,70 +25,220 @@ pub fn check_operation(
     key_header: &str,
     report: &mut dyn FnMut((FileId, Span), String),
 ) {
-    let mut roots: Vec<NodeRef<'_>> = Vec::new();
+    let mut stack: Vec<(NodeRef<'_>, Reading)> = Vec::new();
+    // The IR's own reading of each parameter's type: one throwaway type space per operation.
+    let mut space = TypeSpace::new(spec);
     for p in op.parameters(spec) {
         let (Some(wire), Some(location)) = (p.name, p.location) else {
             continue;
         };
-        let read = match location {
-            "path" | "query" => true,
-            "header" => {
-                !wire.eq_ignore_ascii_case(key_header)
-                    && !IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str())
+        let location = match location {
+            "path" => ParamLocation::Path,
+            "query" => ParamLocation::Query,
+            "header"
+                if !wire.eq_ignore_ascii_case(key_header)
+                    && !IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) =>
+            {
+                ParamLocation::Header
             }
-            // Cookies are `parameter-unsupported`'s: never read.
-            _ => false,
+            // The key header, the ignored ones, cookies (`parameter-unsupported`'s).
+            _ => continue,
         };
-        if let (true, Some(schema)) = (read, raw_param_schema(&p)) {
-            roots.push(schema);
-        }
+        let Some(schema) = raw_param_schema(&p) else {
+            continue;
+        };
+        let ty = space.type_of(schema, "Parameter");
+        let read = param_type(&space, ty.clone(), location);
+        let ty = match ty {
+            TypeRef::Option(inner) => *inner,
+            other => other,
+        };
+        let reading = if read == ty {
+            Reading::Schema
+        } else {
+            Reading::Forced {
+                ty: Some(read),
+                why: format!(
+                    "the {} parameter `{wire}` is read as one string (its schema is not a scalar{})",
+                    match location {
+                        ParamLocation::Path => "path",
+                        ParamLocation::Query => "query",
+                        ParamLocation::Header => "header",
+                    },
+                    if location == ParamLocation::Query {
+                        " nor an array of scalars"
+                    } else {
+                        ""
+                    }
+                ),
+            }
+        };
+        stack.push((schema, reading));
     }
     if let Some(body) = op.node.node.get("requestBody") {
         let body = spec.deref(NodeRef {
             file: op.node.file,
             node: body,
         });
-        roots.extend(typed_body_schema(spec, body));
+        stack.extend(typed_body(spec, body));
     }
     let openapi_31 = spec.version() == OpenApiVersion::V3_1;
-    let mut seen: HashSet<(FileId, Span)> = HashSet::new();
-    let mut stack = roots;
-    while let Some(at) = stack.pop() {
-        if at.node.as_map().is_none() || !seen.insert((at.file, at.node.span)) {
+    let mut seen: HashSet<(FileId, Span, u8)> = HashSet::new();
+    while let Some((at, reading)) = stack.pop() {
+        let kind = match reading {
+            Reading::Schema => 0,
+            Reading::MergedMember => 1,
+            Reading::Forced { .. } => 2,
+            Reading::PartsOnly => 3,
+        };
+        if at.node.as_map().is_none() || !seen.insert((at.file, at.node.span, kind)) {
             continue;
         }
-        for (key, why) in unenforced_keywords(at.node, openapi_31) {
+        for (key, why) in unenforced_keywords(at.node, openapi_31, &reading) {
             report((at.file, key.span), why);
         }
-        merged_additional_properties(spec, at, report);
-        stack.extend(children(spec, at));
+        if reading == Reading::PartsOnly {
+            // Its parts were pushed as the IR reads them.
+            continue;
+        }
+        if let Reading::Forced { why, .. } = &reading {
+            // Nothing inside a value read as something else is checked.
+            let inside = Reading::Forced {
+                ty: None,
+                why: why.clone(),
+            };
+            stack.extend(children(spec, at).into_iter().map(|c| (c, inside.clone())));
+            continue;
+        }
+        if let Some(members) = merged_all_of(at) {
+            match all_of_objects(spec, at, members) {
+                Some(objects) => {
+                    merged_additional_properties(&objects, report);
+                    stack.extend(
+                        objects
+                            .into_iter()
+                            .filter(|o| !std::ptr::eq(o.node, at.node))
+                            .map(|o| (o, Reading::MergedMember)),
+                    );
+                }
+                None => {
+                    if let Some((key, _)) = at.node.entry("allOf") {
+                        report(
+                            (at.file, key.span),
+                            "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value and none of the members' keywords is checked".to_string(),
+                        );
+                    }
+                    stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
+                    continue;
+                }
+            }
+            stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
+            continue;
+        }
+        stack.extend(children(spec, at).into_iter().map(|c| (c, Reading::Schema)));
     }
 }
 
-/// The schema of the request body's media type the generated server decodes into a type (the
-/// one [`super::Api::from_spec`] chooses: the first JSON one, else the first), when it is JSON,
-/// a flat form or multipart; others arrive as bytes and are `media-type-untyped`'s.
-fn typed_body_schema<'s>(spec: &'s LoadedSpec, body: NodeRef<'s>) -> Option<NodeRef<'s>> {
-    let entries = body.node.get("content").and_then(Node::as_map)?.entries();
-    let (media, entry) = entries
+/// The schemas of the request body the generated server decodes into a type (the media type
+/// [`super::Api::from_spec`] chooses: the first JSON one, else the first), when it is JSON, a
+/// flat form or a multipart body whose parts it types; others arrive as bytes and are
+/// `media-type-untyped`'s. A multipart file part is read as bytes (lengths only); an array of
+/// them, each item so.
+fn typed_body<'s>(spec: &'s LoadedSpec, body: NodeRef<'s>) -> Vec<(NodeRef<'s>, Reading)> {
+    let Some(entries) = body.node.get("content").and_then(Node::as_map) else {
+        return Vec::new();
+    };
+    let entries = entries.entries();
+    let Some((media, entry)) = entries
         .iter()
         .find(|(k, _)| is_json(&k.text))
-        .or_else(|| entries.first())?;
-    let schema = NodeRef {
+        .or_else(|| entries.first())
+    else {
+        return Vec::new();
+    };
+    let Some(schema) = entry.get("schema").map(|node| NodeRef {
         file: body.file,
-        node: entry.get("schema")?,
+        node,
+    }) else {
+        return Vec::new();
     };
     let media = media.text.as_str();
-    let typed = is_json(media)
+    if is_json(media)
         || media.contains('*')
         || (spec::is_form(media) && spec::is_flat_form(spec, schema))
-        || spec::multipart::is_multipart(media);
-    typed.then_some(schema)
+    {
+        return vec![(schema, Reading::Schema)];
+    }
+    if !multipart::is_multipart(media) {
+        return Vec::new();
+    }
+    let Some(Ok(parts)) = multipart::parts(
+        spec,
+        NodeRef {
+            file: body.file,
+            node: entry,
+        },
+    ) else {
+        return Vec::new();
+    };
+    // The body object's own keywords (as a struct's), then each part as the IR reads it.
+    let mut out = vec![(spec.deref(schema), Reading::PartsOnly)];
+    for part in parts {
+        let property = spec.deref(part.schema);
+        let file = |what: &str| Reading::Forced {
+            ty: Some(TypeRef::File),
+            why: format!(
+                "the part `{}` is {what}, whose bytes are checked for their length only",
+                part.name
+            ),
+        };
+        match part.kind {
+            PartKind::File { many: false } => out.push((property, file("a file"))),
+            PartKind::File { many: true } => {
+                out.push((property, Reading::Schema));
+                if let Some(items) = property.node.get("items") {
+                    let items = spec.deref(NodeRef {
+                        file: property.file,
+                        node: items,
+                    });
+                    out.push((items, file("an array of files")));
+                }
+            }
+            _ => out.push((part.schema, Reading::Schema)),
+        }
+    }
+    out
 }
 
-/// The schemas a value of `at` is also checked against: a `$ref`'s target, properties, items,
-/// `additionalProperties` and the alternatives of a composition. Not the insides of keywords
-/// reported whole (`not`, `if`, `prefixItems`, …).
+/// The members of an `allOf` the IR merges into one struct (not one member alone with nothing
+/// beside it, which is that member; not beside a union, which reads its alternatives only).
+fn merged_all_of<'s>(at: NodeRef<'s>) -> Option<&'s [Node]> {
+    let members = at.node.get("allOf").and_then(Node::as_seq)?;
+    let single = members.len() == 1 && at.node.get("properties").is_none();
+    (!single && !is_union(at.node)).then_some(members)
+}
+
+/// The values of `properties`.
+fn properties<'s>(at: NodeRef<'s>) -> Vec<NodeRef<'s>> {
+    at.node
+        .get("properties")
+        .and_then(Node::as_map)
+        .map(|m| {
+            m.entries()
+                .iter()
+                .map(|(_, node)| NodeRef {
+                    file: at.file,
+                    node,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The schemas a value of `at` is also checked against: a `$ref`'s target; properties, items
+/// and `additionalProperties`; the members of a one-member `allOf` (that member); a union's
+/// alternatives only (it reads nothing else). Not the insides of keywords reported whole (`not`,
+/// `if`, `prefixItems`, …).
 fn children<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>) -> Vec<NodeRef<'s>> {
     let here = |node: &'s Node| NodeRef {
         file: at.file,
@@ -96,46 +248,39 @@ fn children<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>) -> Vec<NodeRef<'s>> {
         // Unresolved references are `unresolved-ref`'s.
         return spec.resolve_ref(at.file, reference).into_iter().collect();
     }
-    let mut out = Vec::new();
-    if let Some(properties) = at.node.get("properties").and_then(Node::as_map) {
-        out.extend(properties.entries().iter().map(|(_, p)| here(p)));
+    let members = |key: &str| {
+        at.node
+            .get(key)
+            .and_then(Node::as_seq)
+            .unwrap_or_default()
+            .iter()
+            .map(here)
+            .collect::<Vec<_>>()
+    };
+    if is_union(at.node) {
+        return [members("oneOf"), members("anyOf")].concat();
     }
+    let mut out = properties(at);
     for key in ["items", "additionalProperties"] {
         if let Some(schema) = at.node.get(key).filter(|n| n.as_map().is_some()) {
             out.push(here(schema));
         }
     }
-    for key in ["allOf", "oneOf", "anyOf"] {
-        if let Some(members) = at.node.get(key).and_then(Node::as_seq) {
-            out.extend(members.iter().map(here));
-        }
-    }
+    out.extend(members("allOf"));
+    out.extend(members("oneOf"));
+    out.extend(members("anyOf"));
     out
 }
 
-/// `additionalProperties` of an object merged by an `allOf` of several schemas: the merged
-/// struct neither refuses unknown properties nor types extra ones (`TypeSpace::merge_all_of`
-/// denies unknown properties only for an object of its own), so unknown properties are accepted
-/// unchecked. Reported on the composition and on each of its members that writes one.
+/// `additionalProperties` of the objects an `allOf` merges into one struct: the merged struct
+/// neither refuses unknown properties nor types extra ones (`TypeSpace::merge_all_of` denies
+/// unknown properties only for an object of its own), so unknown properties are accepted
+/// unchecked.
 fn merged_additional_properties(
-    spec: &LoadedSpec,
-    at: NodeRef<'_>,
+    objects: &[NodeRef<'_>],
     report: &mut dyn FnMut((FileId, Span), String),
 ) {
-    let Some(members) = at.node.get("allOf").and_then(Node::as_seq) else {
-        return;
-    };
-    if members.len() < 2 && at.node.get("properties").is_none() {
-        // One member and nothing else: that member, no merge.
-        return;
-    }
-    let merged = std::iter::once(at).chain(members.iter().map(|m| {
-        spec.deref(NodeRef {
-            file: at.file,
-            node: m,
-        })
-    }));
-    for object in merged {
+    for object in objects {
         let Some((key, value)) = object.node.entry("additionalProperties") else {
             continue;
         };

@@ -6,7 +6,7 @@ use crate::spec::extensions::{
     FingerprintVersion, KNOWN, PREFIX, Retention, X_FINGERPRINT, X_FINGERPRINT_VERSION,
     X_IDEMPOTENT, X_RETENTION, X_TOMBSTONES, is_ours,
 };
-use crate::spec::{Operation, SAFE_METHODS};
+use crate::spec::{IGNORED_HEADERS, Operation, SAFE_METHODS};
 
 /// Checks `x-idempotency-fingerprint` on the parameters of one operation: a boolean, on a header.
 /// Path and query parameters are always part of the semantic input, and a marker that is not a
@@ -17,36 +17,45 @@ pub(super) fn check_parameter_markers(spec: &LoadedSpec, op: &Operation<'_>, sin
             continue;
         };
         let name = p.name.unwrap_or("?");
-        match p.location {
-            Some("header") | None => {}
-            Some(location) => {
-                let why = match location {
-                    "path" | "query" => {
-                        "path and query parameters are always part of the semantic input"
-                    }
-                    _ => "cookies are not read, and never part of the semantic input",
-                };
-                sink.report_with_help(
-                    RuleId::IdempotencyExtensionMisplaced,
-                    (p.node.file, key.span),
-                    Some(op),
-                    format!(
-                        "`{X_FINGERPRINT}` on the {location} parameter `{name}` has no effect: idemgen reads it on header parameters only ({why})"
-                    ),
-                    format!(
-                        "remove it:\n\n- name: {name}\n  in: {location}\n  # no {X_FINGERPRINT} here"
-                    ),
-                );
-                continue;
-            }
+        let location = p.location.unwrap_or("?");
+        let ignored =
+            location == "header" && IGNORED_HEADERS.contains(&name.to_ascii_lowercase().as_str());
+        let why = match location {
+            "header" if ignored => Some(format!(
+                "OpenAPI ignores the `{name}` header parameter, and so does idemgen: it is never part of the semantic input"
+            )),
+            "header" => None,
+            "path" | "query" => Some(
+                "idemgen reads it on header parameters only, and path and query parameters are always part of the semantic input".to_string(),
+            ),
+            _ => Some("idemgen reads it on header parameters only".to_string()),
+        };
+        if let Some(why) = why {
+            let shown = if ignored { "header" } else { location };
+            sink.report_with_help(
+                RuleId::IdempotencyExtensionMisplaced,
+                (p.node.file, key.span),
+                Some(op),
+                format!("`{X_FINGERPRINT}` on the {shown} parameter `{name}` has no effect: {why}"),
+                format!(
+                    "remove it:\n\n- name: {name}\n  in: {location}\n  # no {X_FINGERPRINT} here"
+                ),
+            );
+            continue;
         }
         if value.as_bool().is_none() {
+            // The key header never enters the semantic input, whatever its marker says.
+            let effect = if p.is_header(&sink.config().header) {
+                String::new()
+            } else {
+                ": the header is left out of the semantic input".to_string()
+            };
             sink.report_with_help(
                 RuleId::XIdempotentNotBoolean,
                 (p.node.file, value.span),
                 Some(op),
                 format!(
-                    "`{X_FINGERPRINT}` on the header `{name}` must be a boolean, found {}: the header is left out of the semantic input",
+                    "`{X_FINGERPRINT}` on the header `{name}` must be a boolean, found {}{effect}",
                     describe(value)
                 ),
                 format!("use a boolean, not a string or number:\n\n{X_FINGERPRINT}: true"),

@@ -18,6 +18,10 @@ pub const METHODS: [&str; 8] = [
 /// Methods that are safe by definition and must not be marked idempotent.
 pub const SAFE_METHODS: [&str; 4] = ["get", "head", "options", "trace"];
 
+/// Header parameters OpenAPI says are ignored (they are transport, not input), lower case: the
+/// IR reads none of them, and none is part of a semantic input.
+pub const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
+
 /// One operation: a method under a path.
 #[derive(Debug, Clone, Copy)]
 pub struct Operation<'a> {

@@ -21,6 +21,28 @@ fn clean_specs_have_no_findings() {
     case("clean-3.0.json", &[]);
 }
 
+/// `keyword-not-enforced` reads each schema as the IR reads it: a parameter read as one string
+/// (and what is inside it), multipart file parts (bytes, lengths only) beside text parts (as
+/// their schemas say), an `allOf` it cannot merge, and one it merges (its members' `required`
+/// are the struct's, their property counts are not checked).
+#[test]
+fn keywords_are_judged_as_the_generated_code_reads_the_schema() {
+    case(
+        "rules/keyword-not-enforced-reading.yaml",
+        &[
+            "keyword-not-enforced@11:33",
+            "keyword-not-enforced@11:69",
+            "parameter-unsupported@14:19",
+            "keyword-not-enforced@14:66",
+            "keyword-not-enforced@24:15",
+            "keyword-not-enforced@26:71",
+            "keyword-not-enforced@30:57",
+            "keyword-not-enforced@45:19",
+            "keyword-not-enforced@49:86",
+        ],
+    );
+}
+
 #[test]
 fn each_rule_fixture_reports_exactly_its_rule() {
     case(

@@ -390,12 +390,9 @@ pub mod types {
         /// The `strict` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub strict: ::std::option::Option<bool>,
-        /// The `mixed` property.
+        /// The `shade` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
-        pub mixed: ::std::option::Option<::std::option::Option<::serde_json::Value>>,
-        /// The `unit` property.
-        #[serde(default, deserialize_with = "cg::some::deserialize")]
-        pub unit: ::std::option::Option<::std::string::String>,
+        pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
         /// The `calibration` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub calibration: ::std::option::Option<
@@ -535,24 +532,14 @@ pub mod types {
                 }
             }
             {
-                let path = &cg::FieldPath::Property(path, "mixed");
-                let value = &self.mixed;
+                let path = &cg::FieldPath::Property(path, "shade");
+                let value = &self.shade;
                 if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
                     cg::check_one_of(
                         path,
-                        value.as_f64() == ::std::option::Option::Some(1.0)
-                            || value.as_str() == ::std::option::Option::Some("two")
-                            || value.as_bool() == ::std::option::Option::Some(true)
-                            || value.is_null(),
-                        "1, \"two\", true, null",
+                        ["light", "dark"].contains(&value.as_str()),
+                        "\"light\", \"dark\"",
                     )?;
-                }
-            }
-            {
-                let path = &cg::FieldPath::Property(path, "unit");
-                let value = &self.unit;
-                if let ::std::option::Option::Some(value) = value {
-                    cg::check_one_of(path, ["cm"].contains(&value.as_str()), "\"cm\"")?;
                 }
             }
             {

@@ -342,12 +342,9 @@ pub mod types {
         /// The `strict` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub strict: ::std::option::Option<bool>,
-        /// The `mixed` property.
+        /// The `shade` property.
         #[serde(skip_serializing_if = "cg::is_none")]
-        pub mixed: ::std::option::Option<::std::option::Option<::serde_json::Value>>,
-        /// The `unit` property.
-        #[serde(skip_serializing_if = "cg::is_none")]
-        pub unit: ::std::option::Option<::std::string::String>,
+        pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
         /// The `calibration` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub calibration: ::std::option::Option<
