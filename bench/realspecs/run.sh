@@ -32,6 +32,7 @@ edition = "2024"
 axum = "0.8"
 chrono = { version = "0.4", default-features = false, features = ["clock", "serde", "std"] }
 http = "1"
+idemgen-client = { path = "$root/client" }
 idemgen-runtime = { path = "$root/runtime", features = ["client"] }
 serde = { version = "1", features = ["derive"] }
 serde_json = "1"
