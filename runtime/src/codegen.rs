@@ -385,6 +385,22 @@ pub fn check_one_of(path: &FieldPath<'_>, matched: bool, shown: &str) -> Result<
     Ok(())
 }
 
+/// Alternatives of required properties (`anyOf`/`oneOf` of `required` lists beside an object's
+/// properties): `held` of them are met; `exactly_one` (`oneOf`) wants one, else at least one
+/// (`anyOf`). The detail shows them as `shown` (`` `amount` or `amount_string` ``).
+pub fn check_requirements(
+    path: &FieldPath<'_>,
+    held: usize,
+    exactly_one: bool,
+    shown: &str,
+) -> Result<(), String> {
+    match (exactly_one, held) {
+        (true, 1) | (false, 1..) => Ok(()),
+        (true, _) => Err(format!("{path}: must have exactly one of {shown}")),
+        (false, _) => Err(format!("{path}: must have {shown}")),
+    }
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }

@@ -15,7 +15,7 @@ use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
 use crate::ir::names::ident;
-use crate::ir::types::{Bound, Checks, TypeDef, TypeKind, TypeRef};
+use crate::ir::types::{Bound, Checks, Field, Requirements, TypeDef, TypeKind, TypeRef};
 use crate::ir::{Api, OperationIr, ParamLocation};
 
 use super::operations::{request_ident, types_path};
@@ -49,9 +49,13 @@ impl<'a> Validation<'a> {
                 fields,
                 extra,
                 extra_checks,
+                requirements,
                 ..
             } => {
                 let mut out = TokenStream::new();
+                if let Some(requirements) = requirements {
+                    out.extend(requirements_check(fields, requirements));
+                }
                 for f in fields.iter().filter(|f| !f.implied_tag) {
                     let inner = self.value(&f.field_type(), &f.checks, &here, 0);
                     if inner.is_empty() {
@@ -425,6 +429,52 @@ impl<'a> Validation<'a> {
             TypeRef::Uuid | TypeRef::DateTime | TypeRef::Date => {}
         }
         out
+    }
+}
+
+/// The check of a struct's alternatives of required properties: how many alternatives have every
+/// property they name present (a required field always is; an optional one when `Some`, `null`
+/// included).
+fn requirements_check(fields: &[Field], requirements: &Requirements) -> TokenStream {
+    let held = requirements.alternatives.iter().map(|names| {
+        let present = names.iter().map(|wire| {
+            match fields.iter().find(|f| f.wire == *wire) {
+                Some(f) if f.required => quote!(true),
+                Some(f) => {
+                    let field = ident(&f.name);
+                    quote!(self.#field.is_some())
+                }
+                // `requirement_alternatives` admits declared properties only.
+                None => quote!(false),
+            }
+        });
+        let mut present = present;
+        match (present.next(), names.len()) {
+            (Some(one), 1) => one,
+            (Some(first), _) => quote!((#first #(&& #present)*)),
+            (None, _) => quote!(false),
+        }
+    });
+    let shown = requirements
+        .alternatives
+        .iter()
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        })
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let exactly_one = requirements.exactly_one;
+    quote! {
+        cg::check_requirements(
+            path,
+            [#(#held),*].into_iter().filter(|held| *held).count(),
+            #exactly_one,
+            #shown,
+        )?;
     }
 }
 

@@ -139,6 +139,17 @@ impl TypeDef {
     }
 }
 
+/// Alternatives of required properties beside an object's properties: `anyOf` (at least one
+/// holds) or `oneOf` (exactly one holds) of schemas that only list `required` names, the way an
+/// API says "`amount` or `amount_string`". The object is a struct, and the alternatives a check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Requirements {
+    /// `oneOf`: exactly one alternative holds; `anyOf`: at least one.
+    pub exactly_one: bool,
+    /// The property names each alternative requires (wire names, each declared by the object).
+    pub alternatives: Vec<Vec<String>>,
+}
+
 /// The kinds of emitted type.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TypeKind {
@@ -152,6 +163,9 @@ pub enum TypeKind {
         extra: Option<TypeRef>,
         /// The validation keywords of the `additionalProperties` values.
         extra_checks: Box<Checks>,
+        /// Alternatives of required properties written beside the properties
+        /// ([`requirement_alternatives`]).
+        requirements: Option<Box<Requirements>>,
     },
     /// A string `enum`.
     StringEnum {
@@ -702,6 +716,7 @@ impl<'s> TypeSpace<'s> {
                     deny_unknown,
                     extra: None,
                     extra_checks: Box::default(),
+                    requirements: None,
                 },
                 checks: Checks::default(),
                 validated: false,
@@ -1046,6 +1061,9 @@ impl<'s> TypeSpace<'s> {
                 return TypeKind::Alias(stripped);
             }
         }
+        if requirement_alternatives(at.node).is_some() {
+            return self.object(name, at, depth);
+        }
         if let Some(alternatives) = union_members(at.node) {
             let non_null: Vec<&Node> = alternatives.into_iter().filter(|n| !is_null(n)).collect();
             return self.union(name, at, non_null, depth);
@@ -1211,6 +1229,7 @@ impl<'s> TypeSpace<'s> {
             deny_unknown,
             extra: None,
             extra_checks: Box::default(),
+            requirements: None,
         })
     }
 
@@ -1263,6 +1282,7 @@ impl<'s> TypeSpace<'s> {
             deny_unknown,
             extra,
             extra_checks: Box::new(extra_checks),
+            requirements: requirement_alternatives(at.node).map(Box::new),
         }
     }
 }
@@ -1488,6 +1508,53 @@ fn is_null(node: &Node) -> bool {
             .get("enum")
             .and_then(Node::as_seq)
             .is_some_and(|v| v.len() == 1 && v[0].value == Value::Null)
+}
+
+/// The alternatives of required properties written beside an object's `properties` (see
+/// [`Requirements`]): every `anyOf` (or `oneOf`) member lists only `required` names (and
+/// annotations), each a property the object declares inline without a `default` (a property
+/// with a default, or behind a `$ref` that may have one, is never absent once decoded, so its
+/// presence could not be told). `None` otherwise: the schema is read as it was (a union).
+pub(crate) fn requirement_alternatives(node: &Node) -> Option<Requirements> {
+    let properties = node.get("properties").and_then(Node::as_map)?;
+    let (exactly_one, members) = match (node.get("oneOf"), node.get("anyOf")) {
+        (Some(members), None) => (true, members.as_seq()?),
+        (None, Some(members)) => (false, members.as_seq()?),
+        _ => return None,
+    };
+    if members.is_empty() {
+        return None;
+    }
+    let mut alternatives = Vec::new();
+    for member in members {
+        let map = member.as_map()?;
+        if !map
+            .entries()
+            .iter()
+            .all(|(k, _)| k.text == "required" || is_annotation(&k.text))
+        {
+            return None;
+        }
+        let names: Vec<String> = member
+            .get("required")?
+            .as_seq()?
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<_>>()?;
+        let declared = |name: &String| {
+            properties
+                .get(name)
+                .is_some_and(|p| p.ref_target().is_none() && p.get("default").is_none())
+        };
+        if names.is_empty() || !names.iter().all(declared) {
+            return None;
+        }
+        alternatives.push(names);
+    }
+    Some(Requirements {
+        exactly_one,
+        alternatives,
+    })
 }
 
 fn union_members(node: &Node) -> Option<Vec<&Node>> {
@@ -2105,6 +2172,8 @@ fn judged(node: &Node, depth: usize) -> Judged {
         Shape::Defined => {
             if string_enum(node).is_some() {
                 Judged::StringEnum
+            } else if requirement_alternatives(node).is_some() {
+                Judged::Struct
             } else if node.get("oneOf").is_some() {
                 Judged::Composition("oneOf")
             } else if node.get("anyOf").is_some() {
@@ -2120,7 +2189,9 @@ fn judged(node: &Node, depth: usize) -> Judged {
 
 /// Whether a node is a union the IR reads by its alternatives alone.
 pub(crate) fn is_union(node: &Node) -> bool {
-    matches!(shape_of(node), Shape::Defined) && union_members(node).is_some()
+    matches!(shape_of(node), Shape::Defined)
+        && union_members(node).is_some()
+        && requirement_alternatives(node).is_none()
 }
 
 /// Whether `keyword`'s value was read into `c` (its value valid and its type one it applies to).
@@ -2530,9 +2601,10 @@ fn mark_validated(defs: &mut [TypeDef]) {
                     fields,
                     extra,
                     extra_checks,
+                    requirements,
                     ..
                 } => {
-                    let mut direct = false;
+                    let mut direct = requirements.is_some();
                     for f in fields.iter().filter(|f| !f.implied_tag) {
                         direct |= uses(&f.ty, &f.checks, &mut named);
                     }
@@ -2849,6 +2921,50 @@ mod tests {
         assert!(
             why.ends_with("beside a `$ref` the referenced schema is checked as it is"),
             "{why}"
+        );
+    }
+
+    #[test]
+    fn alternatives_of_required_properties_beside_properties_make_a_struct() {
+        let of = |schema: &str| {
+            let node = crate::loader::yaml::parse(schema).unwrap();
+            requirement_alternatives(&node)
+        };
+        assert_eq!(
+            of(
+                "{properties: {a: {}, b: {}}, anyOf: [{required: [a]}, {required: [b], description: d}]}"
+            ),
+            Some(Requirements {
+                exactly_one: false,
+                alternatives: vec![vec!["a".to_string()], vec!["b".to_string()]],
+            })
+        );
+        assert!(
+            of("{properties: {a: {}, b: {}}, oneOf: [{required: [a, b]}]}")
+                .unwrap()
+                .exactly_one
+        );
+        for union in [
+            // Not only `required` in a member, a name the object does not declare, a property
+            // whose presence a default (or a `$ref`, which may hold one) would hide, no
+            // properties, both compositions.
+            "{properties: {a: {}}, anyOf: [{required: [a], type: object}]}",
+            "{properties: {a: {}}, anyOf: [{required: [a]}, {required: [z]}]}",
+            "{properties: {a: {default: 1}}, anyOf: [{required: [a]}]}",
+            "{properties: {a: {$ref: '#/X'}}, anyOf: [{required: [a]}]}",
+            "{anyOf: [{required: [a]}, {required: [b]}]}",
+            "{properties: {a: {}}, anyOf: [{required: [a]}], oneOf: [{required: [a]}]}",
+            "{properties: {a: {}}, anyOf: [{required: []}]}",
+        ] {
+            assert_eq!(of(union), None, "{union}");
+        }
+        // The rule reads such an object as a struct: nothing beside the union is reported.
+        assert_eq!(
+            unenforced(
+                "{type: object, properties: {a: {}, b: {}}, required: [a], anyOf: [{required: [a]}, {required: [b]}]}",
+                true
+            ),
+            Vec::<String>::new()
         );
     }
 }

@@ -13,7 +13,10 @@ use crate::loader::{FileId, LoadedSpec, Node, NodeRef, OpenApiVersion, Span};
 use crate::spec::multipart::{self, PartKind};
 use crate::spec::{self, IGNORED_HEADERS, Operation, is_json};
 
-use super::types::{Reading, TypeRef, TypeSpace, all_of_objects, is_union, unenforced_keywords};
+use super::types::{
+    Reading, TypeRef, TypeSpace, all_of_objects, is_union, requirement_alternatives,
+    unenforced_keywords,
+};
 use super::{ParamLocation, param_type, raw_param_schema};
 
 /// Calls `report` for every validation keyword of `op`'s request schemas that the generated
@@ -267,8 +270,11 @@ fn children<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>) -> Vec<NodeRef<'s>> {
         }
     }
     out.extend(members("allOf"));
-    out.extend(members("oneOf"));
-    out.extend(members("anyOf"));
+    // Alternatives of required properties are the struct's check, not schemas of their own.
+    if requirement_alternatives(at.node).is_none() {
+        out.extend(members("oneOf"));
+        out.extend(members("anyOf"));
+    }
     out
 }
 

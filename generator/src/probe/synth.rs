@@ -90,6 +90,25 @@ fn synth<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>, unique: &str, depth: usize) 
         }
         return Value::Object(merged);
     }
+    // Properties beside alternatives of required properties: the object, with what its first
+    // alternative requires (`amount` of "`amount` or `amount_string`").
+    if let Some(requirements) = crate::ir::types::requirement_alternatives(node) {
+        let Value::Object(mut out) = object(spec, at, unique, depth) else {
+            return Value::Object(Map::new());
+        };
+        let first = requirements
+            .alternatives
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        for name in first {
+            if let Some(schema) = node.get("properties").and_then(|p| p.get(&name)) {
+                let schema = child(schema);
+                out.insert(name, synth(spec, schema, unique, depth + 1));
+            }
+        }
+        return Value::Object(out);
+    }
     if let Some(members) = node
         .get("oneOf")
         .or_else(|| node.get("anyOf"))

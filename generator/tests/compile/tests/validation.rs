@@ -244,3 +244,34 @@ fn enums_of_numbers_booleans_and_wrapped_strings_are_checked() {
     }
     check(with("size", None), None);
 }
+
+/// Alternatives of required properties beside an object's properties: the object is a struct,
+/// and `anyOf` wants one alternative met, `oneOf` exactly one (a `null` counts as present).
+#[test]
+fn alternatives_of_required_properties_are_checked() {
+    let payment = |value: serde_json::Value| with("payment", Some(value));
+    check(payment(json!({ "currency": "EUR", "amount": 5 })), None);
+    check(
+        payment(json!({ "currency": "EUR", "amount_string": "5" })),
+        None,
+    );
+    check(
+        payment(json!({ "currency": "EUR", "amount": 5, "amount_string": "5" })),
+        None,
+    );
+    check(
+        payment(json!({ "currency": "EUR" })),
+        Some("body.payment: must have `amount` or `amount_string`"),
+    );
+    let choice = |value: serde_json::Value| with("choice", Some(value));
+    check(choice(json!({ "a": null })), None);
+    check(choice(json!({ "b": "x" })), None);
+    check(
+        choice(json!({ "a": "x", "b": "y" })),
+        Some("body.choice: must have exactly one of `a` or `b`"),
+    );
+    check(
+        choice(json!({})),
+        Some("body.choice: must have exactly one of `a` or `b`"),
+    );
+}

@@ -393,6 +393,12 @@ pub mod types {
         /// The `shade` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `payment` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub payment: ::std::option::Option<RecordReadingsRequestBodyPayment>,
+        /// The `choice` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub choice: ::std::option::Option<RecordReadingsRequestBodyChoice>,
         /// The `calibration` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub calibration: ::std::option::Option<
@@ -543,6 +549,20 @@ pub mod types {
                 }
             }
             {
+                let path = &cg::FieldPath::Property(path, "payment");
+                let value = &self.payment;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "choice");
+                let value = &self.choice;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
                 let path = &cg::FieldPath::Property(path, "calibration");
                 let value = &self.calibration;
                 if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
@@ -569,6 +589,30 @@ pub mod types {
                     cg::check_maximum(path, *value, cg::Bound::Inclusive(1.0))?;
                 }
             }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyChoice` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct RecordReadingsRequestBodyChoice {
+        /// The `a` property.
+        #[serde(default, deserialize_with = "cg::nullable::deserialize")]
+        pub a: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `b` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub b: ::std::option::Option<::std::string::String>,
+    }
+    impl cg::Validate for RecordReadingsRequestBodyChoice {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            cg::check_requirements(
+                path,
+                [self.a.is_some(), self.b.is_some()]
+                    .into_iter()
+                    .filter(|held| *held)
+                    .count(),
+                true,
+                "`a` or `b`",
+            )?;
             ::std::result::Result::Ok(())
         }
     }
@@ -637,6 +681,32 @@ pub mod types {
                     cg::check_max_length(path, value, 3)?;
                 }
             }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyPayment` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct RecordReadingsRequestBodyPayment {
+        /// The `amount` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub amount: ::std::option::Option<i64>,
+        /// The `amount_string` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub amount_string: ::std::option::Option<::std::string::String>,
+        /// The `currency` property.
+        pub currency: ::std::string::String,
+    }
+    impl cg::Validate for RecordReadingsRequestBodyPayment {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            cg::check_requirements(
+                path,
+                [self.amount.is_some(), self.amount_string.is_some()]
+                    .into_iter()
+                    .filter(|held| *held)
+                    .count(),
+                false,
+                "`amount` or `amount_string`",
+            )?;
             ::std::result::Result::Ok(())
         }
     }

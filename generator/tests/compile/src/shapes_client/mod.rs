@@ -345,6 +345,12 @@ pub mod types {
         /// The `shade` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `payment` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub payment: ::std::option::Option<RecordReadingsRequestBodyPayment>,
+        /// The `choice` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub choice: ::std::option::Option<RecordReadingsRequestBodyChoice>,
         /// The `calibration` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub calibration: ::std::option::Option<
@@ -357,6 +363,16 @@ pub mod types {
         /// The `offset` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub offset: ::std::option::Option<::std::option::Option<f64>>,
+    }
+    /// The `RecordReadingsRequestBodyChoice` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct RecordReadingsRequestBodyChoice {
+        /// The `a` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub a: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `b` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub b: ::std::option::Option<::std::string::String>,
     }
     /// The `RecordReadingsRequestBodyLimit` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
@@ -378,6 +394,18 @@ pub mod types {
         /// The `unit` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub unit: ::std::option::Option<::std::option::Option<::std::string::String>>,
+    }
+    /// The `RecordReadingsRequestBodyPayment` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct RecordReadingsRequestBodyPayment {
+        /// The `amount` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub amount: ::std::option::Option<i64>,
+        /// The `amount_string` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub amount_string: ::std::option::Option<::std::string::String>,
+        /// The `currency` property.
+        pub currency: ::std::string::String,
     }
     /// The `Settlement` schema.
     #[derive(
