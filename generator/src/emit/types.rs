@@ -256,7 +256,14 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             tagged,
         } => match discriminator {
             Some(property) if *tagged => tagged_union(&name, doc, property, variants, usage),
-            _ => union(&name, doc, discriminator.as_deref(), variants, usage),
+            _ => union(
+                &name,
+                doc,
+                discriminator.as_deref(),
+                variants,
+                usage,
+                def.validated,
+            ),
         },
     }
 }
@@ -370,12 +377,60 @@ fn tagged_union(
     }
 }
 
+/// An untagged union whose alternatives have checks, read as JSON Schema reads `anyOf`: the
+/// first alternative that decodes *and* passes its checks, else the first that decodes (whose
+/// checks then say what is wrong), else serde's own error. serde's derived untagged enum takes
+/// the first alternative that decodes, and a value a later alternative accepts (`"xxxx"` for
+/// `[{maxLength: 3}, {pattern: '^x+$'}]`) was refused.
+fn checked_untagged_union(
+    name: &proc_macro2::Ident,
+    doc: TokenStream,
+    docs: &[TokenStream],
+    names: &[proc_macro2::Ident],
+    types: &[TokenStream],
+    usage: Usage,
+) -> TokenStream {
+    let serialize = usage.serialize.then(|| quote!(::serde::Serialize));
+    let untagged = usage.serialize.then(|| quote!(#[serde(untagged)]));
+    let message = format!("data did not match any variant of untagged enum {name}");
+    quote! {
+        #doc
+        #[derive(Debug, Clone, PartialEq, #serialize)]
+        #untagged
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+        pub enum #name {
+            #(
+                #docs
+                #names(#types),
+            )*
+        }
+
+        impl<'de> ::serde::Deserialize<'de> for #name {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {
+                let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(deserializer)?;
+                let mut decoded = ::std::option::Option::None;
+                #(
+                    if let ::std::result::Result::Ok(alternative) = <#types as ::serde::Deserialize>::deserialize(&value) {
+                        let candidate = Self::#names(alternative);
+                        if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                            return ::std::result::Result::Ok(candidate);
+                        }
+                        decoded.get_or_insert(candidate);
+                    }
+                )*
+                decoded.ok_or_else(|| ::serde::de::Error::custom(#message))
+            }
+        }
+    }
+}
+
 fn union(
     name: &proc_macro2::Ident,
     doc: TokenStream,
     discriminator: Option<&str>,
     variants: &[UnionVariant],
     usage: Usage,
+    validated: bool,
 ) -> TokenStream {
     let here = TokenStream::new();
     let names: Vec<_> = variants.iter().map(|v| ident(&v.name)).collect();
@@ -395,6 +450,9 @@ fn union(
             })
         })
         .collect();
+    if discriminator.is_none() && usage.deserialize && validated {
+        return checked_untagged_union(name, doc, &docs, &names, &types, usage);
+    }
     let Some(property) = discriminator.filter(|_| usage.deserialize) else {
         // Untagged both ways; a discriminated union that is only sent serialises untagged too.
         let serde = serde_derives(usage);

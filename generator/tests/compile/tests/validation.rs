@@ -3,7 +3,9 @@
 //! values (`Option<Option<T>>`, also behind an alias of an `Option`) and unions. One case per
 //! line: a request body, and the detail of the 400 it earns (`None`: valid).
 
-use idemgen_compile_tests::shapes::types::RecordReadingsRequestBody;
+use idemgen_compile_tests::shapes::types::{
+    RecordReadingsRequestBody, RecordReadingsRequestBodyCode,
+};
 use idemgen_runtime::codegen::{FieldPath, Validate};
 use serde_json::json;
 
@@ -273,5 +275,26 @@ fn alternatives_of_required_properties_are_checked() {
     check(
         choice(json!({})),
         Some("body.choice: must have exactly one of `a` or `b`"),
+    );
+}
+
+/// A union's alternatives that decode the same value are tried in order until one passes its
+/// checks (`anyOf` as JSON Schema reads it): `"xxxx"` is too long for the first alternative and
+/// matches the second; a value neither accepts is refused by the first that decodes it.
+#[test]
+fn a_value_a_later_alternative_accepts_is_not_refused_by_an_earlier_one() {
+    let code = |value: &str| with("code", Some(json!(value)));
+    check(code("abc"), None);
+    check(code("xxxx"), None);
+    check(
+        code("abcd"),
+        Some("body.code: must have at most 3 characters"),
+    );
+    let parsed: RecordReadingsRequestBody =
+        serde_json::from_value(code("xxxx")).expect("the case is well-typed");
+    assert!(
+        matches!(&parsed.code, Some(RecordReadingsRequestBodyCode::String2(s)) if s == "xxxx"),
+        "{:?}",
+        parsed.code
     );
 }

@@ -136,7 +136,7 @@ pub mod types {
         }
     }
     /// The `NewCardContact` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
     #[serde(untagged)]
     #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
     pub enum NewCardContact {
@@ -144,6 +144,38 @@ pub mod types {
         String(::std::string::String),
         /// The `I64` alternative.
         I64(i64),
+    }
+    impl<'de> ::serde::Deserialize<'de> for NewCardContact {
+        fn deserialize<D: ::serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> ::std::result::Result<Self, D::Error> {
+            let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(
+                deserializer,
+            )?;
+            let mut decoded = ::std::option::Option::None;
+            if let ::std::result::Result::Ok(alternative) = <::std::string::String as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::String(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            if let ::std::result::Result::Ok(alternative) = <i64 as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::I64(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            decoded
+                .ok_or_else(|| ::serde::de::Error::custom(
+                    "data did not match any variant of untagged enum NewCardContact",
+                ))
+        }
     }
     impl cg::Validate for NewCardContact {
         fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {

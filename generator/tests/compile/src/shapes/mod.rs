@@ -393,6 +393,9 @@ pub mod types {
         /// The `shade` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `code` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub code: ::std::option::Option<RecordReadingsRequestBodyCode>,
         /// The `payment` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub payment: ::std::option::Option<RecordReadingsRequestBodyPayment>,
@@ -549,6 +552,13 @@ pub mod types {
                 }
             }
             {
+                let path = &cg::FieldPath::Property(path, "code");
+                let value = &self.code;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
                 let path = &cg::FieldPath::Property(path, "payment");
                 let value = &self.payment;
                 if let ::std::option::Option::Some(value) = value {
@@ -616,9 +626,63 @@ pub mod types {
             ::std::result::Result::Ok(())
         }
     }
+    /// The `RecordReadingsRequestBodyCode` schema.
+    #[derive(Debug, Clone, PartialEq)]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum RecordReadingsRequestBodyCode {
+        /// The `String` alternative.
+        String(::std::string::String),
+        /// The `String2` alternative.
+        String2(::std::string::String),
+    }
+    impl<'de> ::serde::Deserialize<'de> for RecordReadingsRequestBodyCode {
+        fn deserialize<D: ::serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> ::std::result::Result<Self, D::Error> {
+            let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(
+                deserializer,
+            )?;
+            let mut decoded = ::std::option::Option::None;
+            if let ::std::result::Result::Ok(alternative) = <::std::string::String as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::String(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            if let ::std::result::Result::Ok(alternative) = <::std::string::String as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::String2(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            decoded
+                .ok_or_else(|| ::serde::de::Error::custom(
+                    "data did not match any variant of untagged enum RecordReadingsRequestBodyCode",
+                ))
+        }
+    }
+    impl cg::Validate for RecordReadingsRequestBodyCode {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            match self {
+                Self::String(value) => {
+                    cg::check_max_length(path, value, 3)?;
+                }
+                Self::String2(value) => {
+                    static PATTERN: cg::Pattern = cg::Pattern::new("^x+$");
+                    cg::check_pattern(path, value, &PATTERN)?;
+                }
+            }
+            ::std::result::Result::Ok(())
+        }
+    }
     /// The `RecordReadingsRequestBodyLimit` schema.
-    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
-    #[serde(untagged)]
+    #[derive(Debug, Clone, PartialEq)]
     #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
     pub enum RecordReadingsRequestBodyLimit {
         /// The `Variant0` alternative.
@@ -627,6 +691,47 @@ pub mod types {
         Level(Level),
         /// The `String` alternative.
         String(::std::string::String),
+    }
+    impl<'de> ::serde::Deserialize<'de> for RecordReadingsRequestBodyLimit {
+        fn deserialize<D: ::serde::Deserializer<'de>>(
+            deserializer: D,
+        ) -> ::std::result::Result<Self, D::Error> {
+            let value = <::serde_json::Value as ::serde::Deserialize>::deserialize(
+                deserializer,
+            )?;
+            let mut decoded = ::std::option::Option::None;
+            if let ::std::result::Result::Ok(alternative) = <RecordReadingsRequestBodyLimitVariant0 as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::Variant0(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            if let ::std::result::Result::Ok(alternative) = <Level as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::Level(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            if let ::std::result::Result::Ok(alternative) = <::std::string::String as ::serde::Deserialize>::deserialize(
+                &value,
+            ) {
+                let candidate = Self::String(alternative);
+                if cg::Validate::validate(&candidate, &cg::FieldPath::Root("")).is_ok() {
+                    return ::std::result::Result::Ok(candidate);
+                }
+                decoded.get_or_insert(candidate);
+            }
+            decoded
+                .ok_or_else(|| ::serde::de::Error::custom(
+                    "data did not match any variant of untagged enum RecordReadingsRequestBodyLimit",
+                ))
+        }
     }
     impl cg::Validate for RecordReadingsRequestBodyLimit {
         fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {

@@ -345,6 +345,9 @@ pub mod types {
         /// The `shade` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub shade: ::std::option::Option<::std::option::Option<::std::string::String>>,
+        /// The `code` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub code: ::std::option::Option<RecordReadingsRequestBodyCode>,
         /// The `payment` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub payment: ::std::option::Option<RecordReadingsRequestBodyPayment>,
@@ -373,6 +376,16 @@ pub mod types {
         /// The `b` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub b: ::std::option::Option<::std::string::String>,
+    }
+    /// The `RecordReadingsRequestBodyCode` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    #[serde(untagged)]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum RecordReadingsRequestBodyCode {
+        /// The `String` alternative.
+        String(::std::string::String),
+        /// The `String2` alternative.
+        String2(::std::string::String),
     }
     /// The `RecordReadingsRequestBodyLimit` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
