@@ -254,6 +254,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             discriminator,
             variants,
             tagged,
+            decode_checked,
         } => match discriminator {
             Some(property) if *tagged => tagged_union(&name, doc, property, variants, usage),
             _ => union(
@@ -262,7 +263,7 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
                 discriminator.as_deref(),
                 variants,
                 usage,
-                def.validated,
+                def.validated && *decode_checked,
             ),
         },
     }
@@ -430,7 +431,7 @@ fn union(
     discriminator: Option<&str>,
     variants: &[UnionVariant],
     usage: Usage,
-    validated: bool,
+    decode_checked: bool,
 ) -> TokenStream {
     let here = TokenStream::new();
     let names: Vec<_> = variants.iter().map(|v| ident(&v.name)).collect();
@@ -450,7 +451,7 @@ fn union(
             })
         })
         .collect();
-    if discriminator.is_none() && usage.deserialize && validated {
+    if discriminator.is_none() && usage.deserialize && decode_checked {
         return checked_untagged_union(name, doc, &docs, &names, &types, usage);
     }
     let Some(property) = discriminator.filter(|_| usage.deserialize) else {

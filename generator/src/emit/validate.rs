@@ -437,22 +437,23 @@ impl<'a> Validation<'a> {
 /// included).
 fn requirements_check(fields: &[Field], requirements: &Requirements) -> TokenStream {
     let held = requirements.alternatives.iter().map(|names| {
-        let present = names.iter().map(|wire| {
-            match fields.iter().find(|f| f.wire == *wire) {
-                Some(f) if f.required => quote!(true),
+        // A required field, and a tag the union implies, are always present.
+        let present: Vec<TokenStream> = names
+            .iter()
+            .filter_map(|wire| match fields.iter().find(|f| f.wire == *wire) {
+                Some(f) if f.required || f.implied_tag => None,
                 Some(f) => {
                     let field = ident(&f.name);
-                    quote!(self.#field.is_some())
+                    Some(quote!(self.#field.is_some()))
                 }
                 // `requirement_alternatives` admits declared properties only.
-                None => quote!(false),
-            }
-        });
-        let mut present = present;
-        match (present.next(), names.len()) {
-            (Some(one), 1) => one,
-            (Some(first), _) => quote!((#first #(&& #present)*)),
-            (None, _) => quote!(false),
+                None => Some(quote!(false)),
+            })
+            .collect();
+        match present.as_slice() {
+            [] => quote!(true),
+            [one] => one.clone(),
+            [first, rest @ ..] => quote!((#first #(&& #rest)*)),
         }
     });
     let shown = requirements

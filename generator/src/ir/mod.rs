@@ -1366,4 +1366,47 @@ components:
         assert_eq!(tags("Shared"), ["Fish", "Bird"]);
         assert_eq!(tags("Twice"), ["ant|emmet", "bee"]);
     }
+
+    /// An untagged union with checks decodes as `anyOf` reads only when it reaches no such union
+    /// again (itself included): a recursive or nested one would decode its subtree once per
+    /// alternative at every level.
+    #[test]
+    fn only_unions_reaching_no_checked_union_decode_by_their_checks() {
+        let api = api(r#"
+openapi: 3.1.0
+info: { title: T, version: '1' }
+paths:
+  /things:
+    post:
+      operationId: createThing
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                flat: { $ref: '#/components/schemas/Flat' }
+                outer: { $ref: '#/components/schemas/Outer' }
+                tree: { $ref: '#/components/schemas/Tree' }
+      responses:
+        '201': { description: Created }
+components:
+  schemas:
+    Flat:
+      anyOf: [{ type: string, maxLength: 3 }, { type: string, pattern: '^x+$' }]
+    Outer:
+      anyOf: [{ $ref: '#/components/schemas/Flat' }, { type: integer, minimum: 1 }]
+    Tree:
+      anyOf:
+        - { type: object, properties: { next: { $ref: '#/components/schemas/Tree' }, v: { type: string, maxLength: 1 } } }
+        - { type: object, properties: { next: { $ref: '#/components/schemas/Tree' }, v: { type: string, pattern: '^x+$' } } }
+"#);
+        let decode_checked = |name: &str| match &def(&api, name).kind {
+            TypeKind::Union { decode_checked, .. } => *decode_checked,
+            other => panic!("{name} is not a union: {other:?}"),
+        };
+        assert!(decode_checked("Flat"));
+        assert!(!decode_checked("Outer"), "it holds Flat");
+        assert!(!decode_checked("Tree"), "it holds itself");
+    }
 }

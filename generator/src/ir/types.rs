@@ -182,6 +182,11 @@ pub enum TypeKind {
         /// discriminator property is implied (set by [`imply_tags`]). Otherwise a discriminated
         /// union is read by its tag and written as its alternative, which carries the tag.
         tagged: bool,
+        /// Decoded as `anyOf` reads: the first alternative that decodes and passes its checks
+        /// (set by [`mark_validated`]). Only for an untagged union with checks that reaches no
+        /// such union again, itself included: each level would decode its subtree once per
+        /// alternative, and nested ones multiply (k^depth decodes of a recursive body).
+        decode_checked: bool,
     },
     /// A named schema that is another type (`Id: {type: string}`).
     Alias(TypeRef),
@@ -1168,6 +1173,7 @@ impl<'s> TypeSpace<'s> {
             discriminator,
             variants,
             tagged: false,
+            decode_checked: false,
         }
     }
 
@@ -1511,8 +1517,8 @@ fn is_null(node: &Node) -> bool {
 }
 
 /// The alternatives of required properties written beside an object's `properties` (see
-/// [`Requirements`]): every `anyOf` (or `oneOf`) member lists only `required` names (and
-/// annotations), each a property the object declares inline without a `default` (a property
+/// [`Requirements`]): two or more `anyOf` (or `oneOf`) members, no `allOf` beside, each member
+/// listing only `required` names (and annotations), each a property the object declares inline without a `default` (a property
 /// with a default, or behind a `$ref` that may have one, is never absent once decoded, so its
 /// presence could not be told). `None` otherwise: the schema is read as it was (a union).
 pub(crate) fn requirement_alternatives(node: &Node) -> Option<Requirements> {
@@ -1522,7 +1528,9 @@ pub(crate) fn requirement_alternatives(node: &Node) -> Option<Requirements> {
         (None, Some(members)) => (false, members.as_seq()?),
         _ => return None,
     };
-    if members.is_empty() {
+    // One alternative is that alternative (`shape_of`), and an `allOf` beside would be merged
+    // by nothing: both stay as they were read.
+    if members.len() < 2 || node.get("allOf").is_some() {
         return None;
     }
     let mut alternatives = Vec::new();
@@ -2314,7 +2322,8 @@ pub(crate) fn unenforced_keywords<'n>(
         }
         return out;
     }
-    if is_union(node) {
+    let wrapper = matches!(shape_of(node), Shape::Nullable(_) | Shape::SingleAllOf(_));
+    if is_union(node) || (wrapper && union_members(node).is_some()) {
         let union = if node.get("oneOf").is_some() {
             "oneOf"
         } else {
@@ -2642,8 +2651,53 @@ fn mark_validated(defs: &mut [TypeDef]) {
             break;
         }
     }
+    // Untagged unions with checks, and which of them reach one again (themselves included).
+    let checked: BTreeSet<&String> = defs
+        .iter()
+        .filter(|d| {
+            validated.contains(&d.name)
+                && matches!(
+                    d.kind,
+                    TypeKind::Union {
+                        discriminator: None,
+                        ..
+                    }
+                )
+        })
+        .map(|d| &d.name)
+        .collect();
+    let reaches_checked = |from: &String| {
+        let mut seen: BTreeSet<&String> = BTreeSet::new();
+        let mut stack: Vec<&String> = graph
+            .get(from)
+            .map(|(_, n)| n.iter().collect())
+            .unwrap_or_default();
+        while let Some(name) = stack.pop() {
+            if checked.contains(name) {
+                return true;
+            }
+            if seen.insert(name)
+                && let Some((_, named)) = graph.get(name)
+            {
+                stack.extend(named.iter());
+            }
+        }
+        false
+    };
+    let decode_checked: BTreeSet<String> = checked
+        .iter()
+        .filter(|name| !reaches_checked(name))
+        .map(|name| (*name).clone())
+        .collect();
     for def in defs.iter_mut() {
         def.validated = validated.contains(&def.name);
+        if let TypeKind::Union {
+            decode_checked: flag,
+            ..
+        } = &mut def.kind
+        {
+            *flag = decode_checked.contains(&def.name);
+        }
     }
 }
 
@@ -2940,7 +2994,7 @@ mod tests {
             })
         );
         assert!(
-            of("{properties: {a: {}, b: {}}, oneOf: [{required: [a, b]}]}")
+            of("{properties: {a: {}, b: {}}, oneOf: [{required: [a, b]}, {required: [b]}]}")
                 .unwrap()
                 .exactly_one
         );
@@ -2954,7 +3008,10 @@ mod tests {
             "{properties: {a: {$ref: '#/X'}}, anyOf: [{required: [a]}]}",
             "{anyOf: [{required: [a]}, {required: [b]}]}",
             "{properties: {a: {}}, anyOf: [{required: [a]}], oneOf: [{required: [a]}]}",
-            "{properties: {a: {}}, anyOf: [{required: []}]}",
+            "{properties: {a: {}}, anyOf: [{required: []}, {required: [a]}]}",
+            // One alternative (that alternative), an `allOf` beside.
+            "{properties: {a: {}}, anyOf: [{required: [a]}]}",
+            "{properties: {a: {}, b: {}}, allOf: [{$ref: '#/X'}], anyOf: [{required: [a]}, {required: [b]}]}",
         ] {
             assert_eq!(of(union), None, "{union}");
         }

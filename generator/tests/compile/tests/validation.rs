@@ -298,3 +298,17 @@ fn a_value_a_later_alternative_accepts_is_not_refused_by_an_earlier_one() {
         parsed.code
     );
 }
+
+/// An alternative naming a required property beside another holds when the other is present.
+#[test]
+fn an_alternative_counts_its_required_properties_as_present() {
+    let fee = |value: serde_json::Value| with("fee", Some(value));
+    check(fee(json!({ "currency": "EUR", "amount": 1 })), None);
+    check(fee(json!({ "currency": "EUR", "note": "waived" })), None);
+    let both = "body.fee: must have exactly one of `currency` and `amount` or `note`";
+    check(
+        fee(json!({ "currency": "EUR", "amount": 1, "note": "x" })),
+        Some(both),
+    );
+    check(fee(json!({ "currency": "EUR" })), Some(both));
+}

@@ -21,6 +21,9 @@ pub mod types {
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
     }
+    /// The `Bee` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct Bee {}
     /// The `Cat` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Cat {
@@ -45,6 +48,29 @@ pub mod types {
         /// The `email` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub email: ::std::option::Option<::std::string::String>,
+    }
+    /// The `Critter` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    #[serde(tag = "kind")]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum Critter {
+        /// `kind`: `Moth`.
+        #[serde(rename = "Moth")]
+        Moth(Moth),
+        /// `kind`: `Bee`.
+        #[serde(rename = "Bee")]
+        Bee(Bee),
+    }
+    impl cg::Validate for Critter {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            match self {
+                Self::Moth(value) => {
+                    cg::Validate::validate(value, path)?;
+                }
+                Self::Bee(_) => {}
+            }
+            ::std::result::Result::Ok(())
+        }
     }
     /// The `Dog` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
@@ -100,6 +126,24 @@ pub mod types {
     pub type Metadata = ::std::option::Option<
         ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
     >;
+    /// The `Moth` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct Moth {
+        /// The `name` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub name: ::std::option::Option<::std::string::String>,
+    }
+    impl cg::Validate for Moth {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            cg::check_requirements(
+                path,
+                [true, self.name.is_some()].into_iter().filter(|held| *held).count(),
+                false,
+                "`kind` or `name`",
+            )?;
+            ::std::result::Result::Ok(())
+        }
+    }
     /// The `Mutual` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Mutual {
@@ -402,6 +446,12 @@ pub mod types {
         /// The `choice` property.
         #[serde(default, deserialize_with = "cg::some::deserialize")]
         pub choice: ::std::option::Option<RecordReadingsRequestBodyChoice>,
+        /// The `fee` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub fee: ::std::option::Option<RecordReadingsRequestBodyFee>,
+        /// The `critter` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub critter: ::std::option::Option<Critter>,
         /// The `calibration` property.
         #[serde(default, deserialize_with = "cg::nullable::deserialize")]
         pub calibration: ::std::option::Option<
@@ -573,6 +623,20 @@ pub mod types {
                 }
             }
             {
+                let path = &cg::FieldPath::Property(path, "fee");
+                let value = &self.fee;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
+                let path = &cg::FieldPath::Property(path, "critter");
+                let value = &self.critter;
+                if let ::std::option::Option::Some(value) = value {
+                    cg::Validate::validate(value, path)?;
+                }
+            }
+            {
                 let path = &cg::FieldPath::Property(path, "calibration");
                 let value = &self.calibration;
                 if let ::std::option::Option::Some(::std::option::Option::Some(value)) = value {
@@ -678,6 +742,32 @@ pub mod types {
                     cg::check_pattern(path, value, &PATTERN)?;
                 }
             }
+            ::std::result::Result::Ok(())
+        }
+    }
+    /// The `RecordReadingsRequestBodyFee` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Deserialize)]
+    pub struct RecordReadingsRequestBodyFee {
+        /// The `currency` property.
+        pub currency: ::std::string::String,
+        /// The `amount` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub amount: ::std::option::Option<i64>,
+        /// The `note` property.
+        #[serde(default, deserialize_with = "cg::some::deserialize")]
+        pub note: ::std::option::Option<::std::string::String>,
+    }
+    impl cg::Validate for RecordReadingsRequestBodyFee {
+        fn validate(&self, path: &cg::FieldPath<'_>) -> cg::Checked {
+            cg::check_requirements(
+                path,
+                [self.amount.is_some(), self.note.is_some()]
+                    .into_iter()
+                    .filter(|held| *held)
+                    .count(),
+                true,
+                "`currency` and `amount` or `note`",
+            )?;
             ::std::result::Result::Ok(())
         }
     }

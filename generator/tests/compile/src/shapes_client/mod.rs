@@ -19,6 +19,9 @@ pub mod types {
         #[serde(default, with = "cg::some", skip_serializing_if = "cg::is_none")]
         pub born: ::std::option::Option<::chrono::NaiveDate>,
     }
+    /// The `Bee` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct Bee {}
     /// The `Cat` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Cat {
@@ -43,6 +46,18 @@ pub mod types {
         /// The `email` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub email: ::std::option::Option<::std::string::String>,
+    }
+    /// The `Critter` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    #[serde(tag = "kind")]
+    #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+    pub enum Critter {
+        /// `kind`: `Moth`.
+        #[serde(rename = "Moth")]
+        Moth(Moth),
+        /// `kind`: `Bee`.
+        #[serde(rename = "Bee")]
+        Bee(Bee),
     }
     /// The `Dog` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
@@ -98,6 +113,13 @@ pub mod types {
     pub type Metadata = ::std::option::Option<
         ::std::collections::BTreeMap<::std::string::String, ::std::string::String>,
     >;
+    /// The `Moth` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct Moth {
+        /// The `name` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub name: ::std::option::Option<::std::string::String>,
+    }
     /// The `Mutual` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize, ::serde::Deserialize)]
     pub struct Mutual {
@@ -354,6 +376,12 @@ pub mod types {
         /// The `choice` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub choice: ::std::option::Option<RecordReadingsRequestBodyChoice>,
+        /// The `fee` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub fee: ::std::option::Option<RecordReadingsRequestBodyFee>,
+        /// The `critter` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub critter: ::std::option::Option<Critter>,
         /// The `calibration` property.
         #[serde(skip_serializing_if = "cg::is_none")]
         pub calibration: ::std::option::Option<
@@ -386,6 +414,18 @@ pub mod types {
         String(::std::string::String),
         /// The `String2` alternative.
         String2(::std::string::String),
+    }
+    /// The `RecordReadingsRequestBodyFee` schema.
+    #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
+    pub struct RecordReadingsRequestBodyFee {
+        /// The `currency` property.
+        pub currency: ::std::string::String,
+        /// The `amount` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub amount: ::std::option::Option<i64>,
+        /// The `note` property.
+        #[serde(skip_serializing_if = "cg::is_none")]
+        pub note: ::std::option::Option<::std::string::String>,
     }
     /// The `RecordReadingsRequestBodyLimit` schema.
     #[derive(Debug, Clone, PartialEq, ::serde::Serialize)]
