@@ -2864,7 +2864,7 @@ mod tests {
 
     #[test]
     fn keywords_the_checks_leave_out_are_reported() {
-        let cases: [(&str, &[&str]); 22] = [
+        let cases: [(&str, &[&str]); 23] = [
             (
                 "{not: {type: string}, if: {}, then: {}, else: {}}",
                 &["not", "if"],
@@ -2903,6 +2903,11 @@ mod tests {
             ),
             ("{required: [a]}", &["required"]),
             ("{allOf: [{$ref: '#/A'}], required: [a]}", &["required"]),
+            // Beside a one-alternative `anyOf` only that alternative is read.
+            (
+                "{properties: {a: {}}, anyOf: [{required: [a]}]}",
+                &["properties"],
+            ),
             ("{type: array, const: [1]}", &["const"]),
             (
                 "{type: string, format: uuid, maxLength: 36, pattern: '^[a-f0-9-]+$', const: x}",
