@@ -391,20 +391,10 @@ fn checked_untagged_union(
     types: &[TokenStream],
     usage: Usage,
 ) -> TokenStream {
-    let serialize = usage.serialize.then(|| quote!(::serde::Serialize));
-    let untagged = usage.serialize.then(|| quote!(#[serde(untagged)]));
+    let declaration = hand_decoded_enum(name, doc, docs, names, types, usage);
     let message = format!("data did not match any variant of untagged enum {name}");
     quote! {
-        #doc
-        #[derive(Debug, Clone, PartialEq, #serialize)]
-        #untagged
-        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
-        pub enum #name {
-            #(
-                #docs
-                #names(#types),
-            )*
-        }
+        #declaration
 
         impl<'de> ::serde::Deserialize<'de> for #name {
             fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {
@@ -421,6 +411,32 @@ fn checked_untagged_union(
                 )*
                 decoded.ok_or_else(|| ::serde::de::Error::custom(#message))
             }
+        }
+    }
+}
+
+/// The declaration of a union whose `Deserialize` is written by hand (a checked or a
+/// discriminated one): `Serialize`, untagged, where it is sent.
+fn hand_decoded_enum(
+    name: &proc_macro2::Ident,
+    doc: TokenStream,
+    docs: &[TokenStream],
+    names: &[proc_macro2::Ident],
+    types: &[TokenStream],
+    usage: Usage,
+) -> TokenStream {
+    let serialize = usage.serialize.then(|| quote!(::serde::Serialize));
+    let untagged = usage.serialize.then(|| quote!(#[serde(untagged)]));
+    quote! {
+        #doc
+        #[derive(Debug, Clone, PartialEq, #serialize)]
+        #untagged
+        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+        pub enum #name {
+            #(
+                #docs
+                #names(#types),
+            )*
         }
     }
 }
@@ -485,19 +501,9 @@ fn union(
         .flat_map(|v| v.tags.iter().map(|t| format!("`{t}`")))
         .collect::<Vec<_>>()
         .join(", ");
-    let serialize = usage.serialize.then(|| quote!(::serde::Serialize));
-    let untagged = usage.serialize.then(|| quote!(#[serde(untagged)]));
+    let declaration = hand_decoded_enum(name, doc, &docs, &names, &types, usage);
     quote! {
-        #doc
-        #[derive(Debug, Clone, PartialEq, #serialize)]
-        #untagged
-        #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
-        pub enum #name {
-            #(
-                #docs
-                #names(#types),
-            )*
-        }
+        #declaration
 
         impl<'de> ::serde::Deserialize<'de> for #name {
             fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {

@@ -674,27 +674,17 @@ fn operation_ir<'s>(
     let mut fingerprinted = Vec::new();
     let mut key = None;
     for p in op.parameters(spec) {
-        let (Some(wire), Some(location)) = (p.name, p.location) else {
-            continue;
-        };
-        let location = match location {
-            "path" => ParamLocation::Path,
-            "query" => ParamLocation::Query,
-            "header" => {
-                if wire.eq_ignore_ascii_case(key_header) {
-                    key = Some(key_ir(spec, &p, wire));
-                    continue;
-                }
-                if IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) {
-                    continue;
-                }
-                if p.is_fingerprinted_header() {
-                    fingerprinted.push(params.len());
-                }
-                ParamLocation::Header
+        let (wire, location) = match param_read(&p, key_header) {
+            ParamRead::Key(wire) => {
+                key = Some(key_ir(spec, &p, wire));
+                continue;
             }
-            _ => continue, // cookies are not supported
+            ParamRead::Value(wire, location) => (wire, location),
+            ParamRead::Unread => continue,
         };
+        if location == ParamLocation::Header && p.is_fingerprinted_header() {
+            fingerprinted.push(params.len());
+        }
         let required = location == ParamLocation::Path
             || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
         let (ty, checks, default_json) = match raw_param_schema(&p) {
@@ -1081,6 +1071,34 @@ fn param_type(space: &TypeSpace<'_>, ty: TypeRef, location: ParamLocation) -> Ty
         }
         t if space.is_scalar(&t) => t,
         _ => TypeRef::String,
+    }
+}
+
+/// How the generated code reads a parameter.
+pub(crate) enum ParamRead<'a> {
+    /// The idempotency key header (its wire name): the runtime's.
+    Key(&'a str),
+    /// A path, query or header value (its wire name).
+    Value(&'a str, ParamLocation),
+    /// Not read: a header OpenAPI ignores, a cookie, a parameter without `name` or `in`.
+    Unread,
+}
+
+/// How the generated code reads `p`, `key_header` being the idempotency key header.
+pub(crate) fn param_read<'a>(p: &crate::spec::Parameter<'a>, key_header: &str) -> ParamRead<'a> {
+    let (Some(wire), Some(location)) = (p.name, p.location) else {
+        return ParamRead::Unread;
+    };
+    match location {
+        "path" => ParamRead::Value(wire, ParamLocation::Path),
+        "query" => ParamRead::Value(wire, ParamLocation::Query),
+        "header" if wire.eq_ignore_ascii_case(key_header) => ParamRead::Key(wire),
+        "header" if IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) => {
+            ParamRead::Unread
+        }
+        "header" => ParamRead::Value(wire, ParamLocation::Header),
+        // Cookies are not supported.
+        _ => ParamRead::Unread,
     }
 }
 

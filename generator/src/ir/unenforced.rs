@@ -11,13 +11,13 @@ use std::collections::HashSet;
 
 use crate::loader::{FileId, LoadedSpec, Node, NodeRef, OpenApiVersion, Span};
 use crate::spec::multipart::{self, PartKind};
-use crate::spec::{self, IGNORED_HEADERS, Operation, is_json};
+use crate::spec::{self, Operation, is_json};
 
 use super::types::{
     Reading, TypeRef, TypeSpace, all_of_objects, is_union, requirement_alternatives,
     unenforced_keywords,
 };
-use super::{ParamLocation, param_type, raw_param_schema};
+use super::{ParamLocation, ParamRead, param_read, param_type, raw_param_schema};
 
 /// Calls `report` for every validation keyword of `op`'s request schemas that the generated
 /// server does not check: where it is written, and why. `key_header` is the configured
@@ -32,20 +32,10 @@ pub fn check_operation(
     // The IR's own reading of each parameter's type: one throwaway type space per operation.
     let mut space = TypeSpace::new(spec);
     for p in op.parameters(spec) {
-        let (Some(wire), Some(location)) = (p.name, p.location) else {
+        // Not the key header (the runtime's), nor the ones not read (cookies are
+        // `parameter-unsupported`'s).
+        let ParamRead::Value(wire, location) = param_read(&p, key_header) else {
             continue;
-        };
-        let location = match location {
-            "path" => ParamLocation::Path,
-            "query" => ParamLocation::Query,
-            "header"
-                if !wire.eq_ignore_ascii_case(key_header)
-                    && !IGNORED_HEADERS.contains(&wire.to_ascii_lowercase().as_str()) =>
-            {
-                ParamLocation::Header
-            }
-            // The key header, the ignored ones, cookies (`parameter-unsupported`'s).
-            _ => continue,
         };
         let Some(schema) = raw_param_schema(&p) else {
             continue;
@@ -131,8 +121,6 @@ pub fn check_operation(
                             "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value and none of the members' keywords is checked".to_string(),
                         );
                     }
-                    stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
-                    continue;
                 }
             }
             stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
