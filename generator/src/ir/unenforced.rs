@@ -118,9 +118,10 @@ pub fn check_operation(
                     if let Some((key, _)) = at.node.entry("allOf") {
                         report(
                             (at.file, key.span),
-                            "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value and none of the members' keywords is checked".to_string(),
+                            "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value, and neither the schema's properties nor its members' keywords are checked".to_string(),
                         );
                     }
+                    continue;
                 }
             }
             stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
