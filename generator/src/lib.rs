@@ -79,10 +79,12 @@ pub fn check(spec_path: &Path, config: &Config) -> Result<CheckReport, LoadError
 
 /// Runs every rule on a spec that is already loaded.
 pub fn check_loaded(spec: LoadedSpec, config: &Config) -> CheckReport {
-    let keywords = |spec: &LoadedSpec, op: &spec::Operation<'_>, report: &mut dyn FnMut(_, _)| {
-        ir::unenforced::check_operation(spec, op, &config.header, report);
+    let outcome = {
+        let mut walk = ir::unenforced::KeywordWalk::new(&spec, &config.header);
+        rules::run(&spec, config, &mut |op, report| {
+            walk.check_operation(op, report)
+        })
     };
-    let outcome = rules::run(&spec, config, &keywords);
     let mut findings = outcome.findings;
     rules::snippet::adapt(&spec, &mut findings);
     sort_findings(&spec, &mut findings);

@@ -2116,7 +2116,7 @@ const CONSTRAINT_KEYWORDS: [(&str, Applies); 16] = [
 const BESIDE_A_UNION: [&str; 4] = ["properties", "additionalProperties", "items", "allOf"];
 
 /// How the walk over a request's schemas meets a schema.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Reading {
     /// As the schema says.
     Schema,

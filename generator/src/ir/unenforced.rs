@@ -7,7 +7,7 @@
 //! conversion whose checks it judges. The rules layer reports what this finds; it lives here
 //! because only the IR knows what the generated code checks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::loader::{FileId, LoadedSpec, Node, NodeRef, OpenApiVersion, Span};
 use crate::spec::multipart::{self, PartKind};
@@ -19,80 +19,236 @@ use super::types::{
 };
 use super::{ParamLocation, ParamRead, param_read, param_type, raw_param_schema};
 
-/// Calls `report` for every validation keyword of `op`'s request schemas that the generated
-/// server does not check: where it is written, and why. `key_header` is the configured
-/// idempotency key header (its schema is the idempotency rules' and the runtime's).
-pub fn check_operation(
-    spec: &LoadedSpec,
-    op: &Operation<'_>,
-    key_header: &str,
-    report: &mut dyn FnMut((FileId, Span), String),
-) {
-    let mut stack: Vec<(NodeRef<'_>, Reading)> = Vec::new();
-    // The IR's own reading of each parameter's type: one throwaway type space per operation.
-    let mut space = TypeSpace::new(spec);
-    for p in op.parameters(spec) {
-        // Not the key header (the runtime's), nor the ones not read (cookies are
-        // `parameter-unsupported`'s).
-        let ParamRead::Value(wire, location) = param_read(&p, key_header) else {
-            continue;
-        };
-        let Some(schema) = raw_param_schema(&p) else {
-            continue;
-        };
-        let ty = space.type_of(schema, "Parameter");
-        let read = param_type(&space, ty.clone(), location);
-        let ty = match ty {
-            TypeRef::Option(inner) => *inner,
-            other => other,
-        };
-        let reading = if read == ty {
-            Reading::Schema
-        } else {
-            Reading::Forced {
-                ty: Some(read),
-                why: format!(
-                    "the {} parameter `{wire}` is read as one string (its schema is not a scalar{})",
-                    match location {
-                        ParamLocation::Path => "path",
-                        ParamLocation::Query => "query",
-                        ParamLocation::Header => "header",
-                    },
-                    if location == ParamLocation::Query {
-                        " nor an array of scalars"
-                    } else {
-                        ""
-                    }
-                ),
+/// A finding of the walk: where the keyword is written, and why it is not enforced.
+type Unenforced = ((FileId, Span), String);
+
+/// One schema as the walk meets it (a node and how it is read), expanded once per run.
+struct State<'s> {
+    /// Where the schema is, and the class of its reading: a schema met twice in one
+    /// operation's walk under the same class is walked once.
+    seen_as: Option<(FileId, Span, u8)>,
+    /// Its own unenforced keywords, in the order the walk reports them.
+    findings: Vec<Unenforced>,
+    /// The states the walk goes on to, in the order it pushes them.
+    children: Vec<usize>,
+    /// Whether a finding is reachable from here (this state's own, or a child's).
+    live: bool,
+    /// Its node and reading, until it is expanded.
+    pending: Option<(NodeRef<'s>, Reading)>,
+}
+
+/// The walk of `keyword-not-enforced` over one spec. Each schema met under one reading is
+/// judged once per run (its findings and the schemas it leads to are kept), whichever
+/// operations reach it; an operation's walk then visits only the schemas from which a finding
+/// is reachable, so the work is the spec's size plus, per operation, the paths to the findings
+/// it reports. The parameter types come from one [`TypeSpace`] for the run.
+pub struct KeywordWalk<'s> {
+    spec: &'s LoadedSpec,
+    key_header: String,
+    openapi_31: bool,
+    space: TypeSpace<'s>,
+    ids: HashMap<(FileId, usize, Reading), usize>,
+    states: Vec<State<'s>>,
+}
+
+impl<'s> KeywordWalk<'s> {
+    /// A walk over `spec`'s operations; `key_header` is the configured idempotency key header
+    /// (its schema is the idempotency rules' and the runtime's).
+    pub fn new(spec: &'s LoadedSpec, key_header: &str) -> KeywordWalk<'s> {
+        KeywordWalk {
+            spec,
+            key_header: key_header.to_string(),
+            openapi_31: spec.version() == OpenApiVersion::V3_1,
+            space: TypeSpace::new(spec),
+            ids: HashMap::new(),
+            states: Vec::new(),
+        }
+    }
+
+    /// Calls `report` for every validation keyword of `op`'s request schemas that the
+    /// generated server does not check: where it is written, and why.
+    pub fn check_operation(
+        &mut self,
+        op: &Operation<'s>,
+        report: &mut dyn FnMut((FileId, Span), String),
+    ) {
+        let roots: Vec<usize> = self
+            .roots(op)
+            .into_iter()
+            .map(|(at, reading)| self.state(at, reading))
+            .collect();
+        self.expand_from(&roots);
+        let mut stack: Vec<usize> = roots.into_iter().filter(|&r| self.states[r].live).collect();
+        let mut seen: HashSet<(FileId, Span, u8)> = HashSet::new();
+        while let Some(id) = stack.pop() {
+            let state = &self.states[id];
+            let Some(seen_as) = state.seen_as else {
+                continue;
+            };
+            if !seen.insert(seen_as) {
+                continue;
             }
-        };
-        stack.push((schema, reading));
+            for (at, why) in &state.findings {
+                report(*at, why.clone());
+            }
+            stack.extend(state.children.iter().filter(|&&c| self.states[c].live));
+        }
     }
-    if let Some(body) = op.node.node.get("requestBody") {
-        let body = spec.deref(NodeRef {
-            file: op.node.file,
-            node: body,
+
+    /// The schemas `op`'s request is validated against, each with how the IR reads it, in the
+    /// order the walk starts from: the parameters but the key header and the unread ones, then
+    /// the request body's typed schemas.
+    fn roots(&mut self, op: &Operation<'s>) -> Vec<(NodeRef<'s>, Reading)> {
+        let spec = self.spec;
+        let mut out = Vec::new();
+        for p in op.parameters(spec) {
+            // Not the key header (the runtime's), nor the ones not read (cookies are
+            // `parameter-unsupported`'s).
+            let ParamRead::Value(wire, location) = param_read(&p, &self.key_header) else {
+                continue;
+            };
+            let Some(schema) = raw_param_schema(&p) else {
+                continue;
+            };
+            let ty = self.space.type_of(schema, "Parameter");
+            let read = param_type(&self.space, ty.clone(), location);
+            let ty = match ty {
+                TypeRef::Option(inner) => *inner,
+                other => other,
+            };
+            let reading = if read == ty {
+                Reading::Schema
+            } else {
+                Reading::Forced {
+                    ty: Some(read),
+                    why: format!(
+                        "the {} parameter `{wire}` is read as one string (its schema is not a scalar{})",
+                        match location {
+                            ParamLocation::Path => "path",
+                            ParamLocation::Query => "query",
+                            ParamLocation::Header => "header",
+                        },
+                        if location == ParamLocation::Query {
+                            " nor an array of scalars"
+                        } else {
+                            ""
+                        }
+                    ),
+                }
+            };
+            out.push((schema, reading));
+        }
+        if let Some(body) = op.node.node.get("requestBody") {
+            let body = spec.deref(NodeRef {
+                file: op.node.file,
+                node: body,
+            });
+            out.extend(typed_body(spec, body));
+        }
+        out
+    }
+
+    /// The id of the state of `at` read as `reading`, made (unexpanded) when new.
+    fn state(&mut self, at: NodeRef<'s>, reading: Reading) -> usize {
+        let key = (at.file, std::ptr::from_ref(at.node) as usize, reading);
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.states.len();
+        let reading = key.2.clone();
+        self.ids.insert(key, id);
+        self.states.push(State {
+            seen_as: None,
+            findings: Vec::new(),
+            children: Vec::new(),
+            live: false,
+            pending: Some((at, reading)),
         });
-        stack.extend(typed_body(spec, body));
+        id
     }
-    let openapi_31 = spec.version() == OpenApiVersion::V3_1;
-    let mut seen: HashSet<(FileId, Span, u8)> = HashSet::new();
-    while let Some((at, reading)) = stack.pop() {
+
+    /// Expands every state reachable from `roots` that is not yet, then settles whether a
+    /// finding is reachable from each of them. A state expanded earlier had everything it
+    /// reaches expanded then, so its `live` is final and the new states alone are settled.
+    fn expand_from(&mut self, roots: &[usize]) {
+        let mut fresh = Vec::new();
+        let mut todo: Vec<usize> = roots.to_vec();
+        while let Some(id) = todo.pop() {
+            let Some((at, reading)) = self.states[id].pending.take() else {
+                continue;
+            };
+            fresh.push(id);
+            let (seen_as, findings, next) = self.expand(at, reading);
+            let children: Vec<usize> = next
+                .into_iter()
+                .map(|(at, reading)| self.state(at, reading))
+                .collect();
+            todo.extend(children.iter().copied());
+            let state = &mut self.states[id];
+            state.seen_as = seen_as;
+            state.live = seen_as.is_some() && !findings.is_empty();
+            state.findings = findings;
+            state.children = children;
+        }
+        // `live` flows from children to parents, among the new states.
+        let mut parents: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut live: Vec<usize> = Vec::new();
+        for &id in &fresh {
+            let state = &self.states[id];
+            if state.seen_as.is_none() {
+                continue;
+            }
+            if state.live {
+                live.push(id);
+            }
+            for &c in &state.children {
+                if self.states[c].live {
+                    live.push(id);
+                }
+                parents.entry(c).or_default().push(id);
+            }
+        }
+        while let Some(id) = live.pop() {
+            self.states[id].live = true;
+            for &p in parents.get(&id).map(Vec::as_slice).unwrap_or_default() {
+                if !self.states[p].live {
+                    self.states[p].live = true;
+                    live.push(p);
+                }
+            }
+        }
+    }
+
+    /// One schema read as `reading`: the class it is seen as (none when it is not a mapping:
+    /// nothing to judge), its own findings and the schemas the walk goes on to, in order.
+    #[allow(clippy::type_complexity)]
+    fn expand(
+        &self,
+        at: NodeRef<'s>,
+        reading: Reading,
+    ) -> (
+        Option<(FileId, Span, u8)>,
+        Vec<Unenforced>,
+        Vec<(NodeRef<'s>, Reading)>,
+    ) {
+        let spec = self.spec;
+        if at.node.as_map().is_none() {
+            return (None, Vec::new(), Vec::new());
+        }
         let kind = match reading {
             Reading::Schema => 0,
             Reading::MergedMember => 1,
             Reading::Forced { .. } => 2,
             Reading::PartsOnly => 3,
         };
-        if at.node.as_map().is_none() || !seen.insert((at.file, at.node.span, kind)) {
-            continue;
-        }
-        for (key, why) in unenforced_keywords(at.node, openapi_31, &reading) {
-            report((at.file, key.span), why);
-        }
+        let seen_as = Some((at.file, at.node.span, kind));
+        let mut findings: Vec<Unenforced> = unenforced_keywords(at.node, self.openapi_31, &reading)
+            .into_iter()
+            .map(|(key, why)| ((at.file, key.span), why))
+            .collect();
         if reading == Reading::PartsOnly {
             // Its parts were pushed as the IR reads them.
-            continue;
+            return (seen_as, findings, Vec::new());
         }
         if let Reading::Forced { why, .. } = &reading {
             // Nothing inside a value read as something else is checked.
@@ -100,34 +256,36 @@ pub fn check_operation(
                 ty: None,
                 why: why.clone(),
             };
-            stack.extend(children(spec, at).into_iter().map(|c| (c, inside.clone())));
-            continue;
+            let next = children(spec, at)
+                .into_iter()
+                .map(|c| (c, inside.clone()))
+                .collect();
+            return (seen_as, findings, next);
         }
         if let Some(members) = merged_all_of(at) {
-            match all_of_objects(spec, at, members) {
-                Some(objects) => {
-                    merged_additional_properties(&objects, report);
-                    stack.extend(
-                        objects
-                            .into_iter()
-                            .filter(|o| !std::ptr::eq(o.node, at.node))
-                            .map(|o| (o, Reading::MergedMember)),
-                    );
+            let Some(objects) = all_of_objects(spec, at, members) else {
+                if let Some((key, _)) = at.node.entry("allOf") {
+                    findings.push((
+                        (at.file, key.span),
+                        "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value, and neither the schema's properties nor its members' keywords are checked".to_string(),
+                    ));
                 }
-                None => {
-                    if let Some((key, _)) = at.node.entry("allOf") {
-                        report(
-                            (at.file, key.span),
-                            "`allOf` is not enforced: a member is not an object (a union, an enum, a primitive, an array or a map), so the value is read as any JSON value, and neither the schema's properties nor its members' keywords are checked".to_string(),
-                        );
-                    }
-                    continue;
-                }
-            }
-            stack.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
-            continue;
+                return (seen_as, findings, Vec::new());
+            };
+            merged_additional_properties(&objects, &mut findings);
+            let mut next: Vec<(NodeRef<'s>, Reading)> = objects
+                .into_iter()
+                .filter(|o| !std::ptr::eq(o.node, at.node))
+                .map(|o| (o, Reading::MergedMember))
+                .collect();
+            next.extend(properties(at).into_iter().map(|c| (c, Reading::Schema)));
+            return (seen_as, findings, next);
         }
-        stack.extend(children(spec, at).into_iter().map(|c| (c, Reading::Schema)));
+        let next = children(spec, at)
+            .into_iter()
+            .map(|c| (c, Reading::Schema))
+            .collect();
+        (seen_as, findings, next)
     }
 }
 
@@ -271,10 +429,7 @@ fn children<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>) -> Vec<NodeRef<'s>> {
 /// neither refuses unknown properties nor types extra ones (`TypeSpace::merge_all_of` denies
 /// unknown properties only for an object of its own), so unknown properties are accepted
 /// unchecked.
-fn merged_additional_properties(
-    objects: &[NodeRef<'_>],
-    report: &mut dyn FnMut((FileId, Span), String),
-) {
+fn merged_additional_properties(objects: &[NodeRef<'_>], findings: &mut Vec<Unenforced>) {
     for object in objects {
         let Some((key, value)) = object.node.entry("additionalProperties") else {
             continue;
@@ -283,9 +438,9 @@ fn merged_additional_properties(
         if open {
             continue;
         }
-        report(
+        findings.push((
             (object.file, key.span),
             "`additionalProperties` is not enforced where an `allOf` merges this schema with others: the merged object accepts properties none of them declares".to_string(),
-        );
+        ));
     }
 }

@@ -120,12 +120,16 @@ pub struct RuleOutcome {
 /// The walk of `keyword-not-enforced`, which only the IR can judge (it knows what the generated
 /// code checks, and sits above the rules): for one operation, every keyword of its request
 /// schemas that is not enforced, where it is written and why.
-pub type KeywordWalk<'w> =
-    &'w dyn Fn(&LoadedSpec, &Operation<'_>, &mut dyn FnMut((FileId, Span), String));
+pub type KeywordWalk<'w, 's> =
+    &'w mut dyn FnMut(&Operation<'s>, &mut dyn FnMut((FileId, Span), String));
 
 /// Runs every rule that the config does not turn off; `keywords` is the walk of
-/// `keyword-not-enforced` (`crate::ir::unenforced::check_operation`).
-pub fn run(spec: &LoadedSpec, config: &Config, keywords: KeywordWalk<'_>) -> RuleOutcome {
+/// `keyword-not-enforced` (`crate::ir::unenforced::KeywordWalk::check_operation`).
+pub fn run<'s>(
+    spec: &'s LoadedSpec,
+    config: &Config,
+    keywords: KeywordWalk<'_, 's>,
+) -> RuleOutcome {
     let mut sink = Sink::new(config);
     for problem in spec.ref_problems() {
         if let Some(location) = problem.location {
@@ -158,7 +162,7 @@ pub fn run(spec: &LoadedSpec, config: &Config, keywords: KeywordWalk<'_>) -> Rul
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);
         if config.level(RuleId::KeywordNotEnforced) != Level::Off {
-            keywords(spec, op, &mut |at, why| {
+            keywords(op, &mut |at, why| {
                 sink.report(RuleId::KeywordNotEnforced, at, Some(op), why);
             });
         }
