@@ -117,8 +117,15 @@ pub struct Client {
 
 impl Client {
     /// A client of the server at `base_url` (`http://localhost:8080`), with the default policy.
+    /// Redirects are not followed: a `3xx` the spec declares is the call's typed answer (its
+    /// `Location` a header field), and one it does not declare is an unexpected status. Pass a
+    /// `reqwest::Client` that follows them to [`Client::with_http`] to have them followed.
     pub fn new(base_url: impl Into<String>) -> Client {
-        Client::with_http(reqwest::Client::new(), base_url)
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Client::with_http(http, base_url)
     }
 
     /// The same on a `reqwest::Client` of the caller's (TLS, proxies, pools).

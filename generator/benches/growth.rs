@@ -96,7 +96,12 @@ fn write_spec(dir: &Path, family: &str, n: usize) -> std::io::Result<PathBuf> {
         "operations" => {
             for i in 0..n {
                 let body = format!("Link{}", i % CHAIN);
-                idempotent_post(&mut s, &format!("/links{i}"), &format!("createLink{i}"), &body);
+                idempotent_post(
+                    &mut s,
+                    &format!("/links{i}"),
+                    &format!("createLink{i}"),
+                    &body,
+                );
             }
             s.push_str("components:\n");
             components_common(&mut s);
@@ -114,7 +119,9 @@ fn write_spec(dir: &Path, family: &str, n: usize) -> std::io::Result<PathBuf> {
                         k + 1
                     );
                 } else {
-                    s.push_str("        last:\n          type: string\n          not: {const: none}\n");
+                    s.push_str(
+                        "        last:\n          type: string\n          not: {const: none}\n",
+                    );
                 }
             }
         }
@@ -122,7 +129,12 @@ fn write_spec(dir: &Path, family: &str, n: usize) -> std::io::Result<PathBuf> {
             let chains = n.div_ceil(ALL_OF_DEPTH);
             for c in 0..chains {
                 let tip = format!("Chain{c}Level{}", ALL_OF_DEPTH - 1);
-                idempotent_post(&mut s, &format!("/chains{c}"), &format!("createChain{c}"), &tip);
+                idempotent_post(
+                    &mut s,
+                    &format!("/chains{c}"),
+                    &format!("createChain{c}"),
+                    &tip,
+                );
             }
             s.push_str("components:\n");
             components_common(&mut s);

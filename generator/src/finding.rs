@@ -108,11 +108,13 @@ pub enum RuleId {
     CallbacksNotGenerated,
     /// A validation keyword of a request schema that the generated server does not check.
     KeywordNotEnforced,
+    /// A response status code written as a bare YAML number (`200:`), which OpenAPI forbids.
+    ResponseCodeUnquoted,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 37] = [
+    pub const ALL: [RuleId; 38] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -142,6 +144,7 @@ impl RuleId {
         RuleId::PathUnroutable,
         RuleId::CallbacksNotGenerated,
         RuleId::KeywordNotEnforced,
+        RuleId::ResponseCodeUnquoted,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
         RuleId::SecurityInvalid,
@@ -192,6 +195,7 @@ impl RuleId {
             RuleId::ParameterUnsupported => "parameter-unsupported",
             RuleId::CallbacksNotGenerated => "callbacks-not-generated",
             RuleId::KeywordNotEnforced => "keyword-not-enforced",
+            RuleId::ResponseCodeUnquoted => "response-code-unquoted",
         }
     }
 
@@ -211,6 +215,7 @@ impl RuleId {
             | RuleId::ParameterUnsupported
             | RuleId::CallbacksNotGenerated
             | RuleId::KeywordNotEnforced
+            | RuleId::ResponseCodeUnquoted
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent
@@ -321,6 +326,9 @@ impl RuleId {
             RuleId::DiscriminatorInvalid => {
                 "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
             }
+            RuleId::ResponseCodeUnquoted => {
+                "Response status codes are quoted (`'200':`): OpenAPI's keys are strings, and a bare `200` is a YAML number."
+            }
             RuleId::KeywordNotEnforced => {
                 "Every validation keyword of a request schema is one the generated server checks: a request the spec forbids is never accepted in silence."
             }
@@ -376,6 +384,7 @@ impl RuleId {
             RuleId::ParameterUnsupported => "send arrays as repeated query parameters and objects in the body, or accept that the generated code reads the value as one string:\n\n- name: ids\n  in: query\n  style: form\n  explode: true\n  schema:\n    type: array\n    items:\n      type: string".to_string(),
             RuleId::CallbacksNotGenerated => "send them from your handlers with a client of their own, and describe them apart (an OpenAPI document of the receiver's), or turn the rule off in idemgen.toml:\n\n[rules]\ncallbacks-not-generated = \"off\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
+            RuleId::ResponseCodeUnquoted => "quote the status code (idemgen reads it as the code it spells; other tools read a number, or refuse it):\n\nresponses:\n  '200':\n    description: OK".to_string(),
             RuleId::KeywordNotEnforced => "say it with keywords the generated server checks (string enums, `const`, lengths, bounds, counts and `pattern` on typed values), or check it in your handler:\n\nstatus:\n  type: string\n  enum: [active, retired]   # a Rust enum: checked as it is decoded".to_string(),
         }
     }

@@ -105,6 +105,8 @@ pub struct ScaffoldOperation {
 #[template(path = "scaffold.rs.askama", escape = "none")]
 struct Skeleton<'a> {
     title: &'a str,
+    /// The API as the docs name it ([`Api::described`]).
+    described: String,
     module: &'a str,
     store: &'a str,
     service: String,
@@ -214,6 +216,7 @@ pub fn render_for(api: &Api, module: &str, store: StoreKind) -> Result<String, a
         .collect();
     Skeleton {
         title: &api.title,
+        described: api.described(),
         module,
         store: store.type_name(),
         service,

@@ -292,8 +292,9 @@ pub fn success_enum(op: &OperationIr) -> TokenStream {
         ""
     };
     let doc = doc_attrs(&format!(
-        "The successful responses of {}: one variant per declared 2xx status.{stored}",
-        what(op)
+        "The successful responses of {}: one variant per declared {}.{stored}",
+        what(op),
+        op.successes_described()
     ));
     let variants = variants(success.iter().copied(), Side::Server);
     let idempotent = op.is_idempotent();

@@ -324,8 +324,8 @@ fn extract_method(op: &OperationIr) -> TokenStream {
 pub fn handler_trait(api: &Api) -> TokenStream {
     let name = trait_ident(api);
     let doc = doc_attrs(&format!(
-        "The handlers of the {} API. Implement it and serve it with [`router`].",
-        api.title
+        "The handlers of the {}. Implement it and serve it with [`router`].",
+        api.described()
     ));
     let methods = api.operations.iter().map(|op| {
         let request = request_ident(op);

@@ -157,17 +157,43 @@ impl OperationIr {
     }
 
     /// The responses a handler succeeds with (its success enum): the 2xx codes and a `2XX`
-    /// range, and `default` when nothing else is a success.
+    /// range; when there are none, the redirects (3xx codes and a `3XX` range) of an operation
+    /// without an idempotency key, whose answer a redirect is (GitHub's downloads answer only
+    /// `302` with a `Location`); and `default` when nothing else is a success. An idempotent
+    /// operation's redirects stay errors: only 2xx answers are stored and replayed.
     pub fn success_responses(&self) -> impl Iterator<Item = &ResponseIr> {
-        let default_is_success = !self
-            .responses
-            .iter()
-            .any(|r| matches!(r.status, StatusKey::Code(200..=299) | StatusKey::Range(2)));
+        let redirects_succeed = self.redirects_succeed();
+        let default_is_success = !self.responses.iter().any(|r| {
+            matches!(r.status, StatusKey::Code(200..=299) | StatusKey::Range(2))
+                || (redirects_succeed && r.status.is_redirect())
+        });
         self.responses.iter().filter(move |r| match r.status {
+            StatusKey::Code(c) if (300..400).contains(&c) => redirects_succeed,
             StatusKey::Code(c) => (200..300).contains(&c),
+            StatusKey::Range(3) => redirects_succeed,
             StatusKey::Range(c) => c == 2,
             StatusKey::Default => default_is_success,
         })
+    }
+
+    /// What the success enum's variants are, for its documentation.
+    pub fn successes_described(&self) -> &'static str {
+        if self.redirects_succeed() {
+            "redirect (it declares no 2xx response)"
+        } else {
+            "2xx status"
+        }
+    }
+
+    /// Whether the operation's successes are its redirects: it has no idempotency key, declares
+    /// no 2xx response and at least one 3xx.
+    pub fn redirects_succeed(&self) -> bool {
+        !self.is_idempotent()
+            && !self
+                .responses
+                .iter()
+                .any(|r| matches!(r.status, StatusKey::Code(200..=299) | StatusKey::Range(2)))
+            && self.responses.iter().any(|r| r.status.is_redirect())
     }
 
     /// The declared error responses a handler may answer with (its error enum): every other
@@ -396,6 +422,15 @@ impl StatusKey {
         }
     }
 
+    /// Whether a response under this key is a redirect (a 3xx code or the `3XX` range).
+    pub fn is_redirect(self) -> bool {
+        match self {
+            StatusKey::Code(c) => (300..400).contains(&c),
+            StatusKey::Range(c) => c == 3,
+            StatusKey::Default => false,
+        }
+    }
+
     /// Whether the variant carries its status (ranges and `default`).
     pub fn has_status_field(self) -> bool {
         !matches!(self, StatusKey::Code(_))
@@ -442,6 +477,21 @@ pub struct ResponseIr {
 }
 
 impl Api {
+    /// The API as the generated docs name it: `info.title` and "API", once (`GitHub v3 REST
+    /// API` stays as it is).
+    pub fn described(&self) -> String {
+        let title = self.title.trim_end();
+        let last = title
+            .rsplit(|c: char| !c.is_alphanumeric())
+            .next()
+            .unwrap_or("");
+        if last.eq_ignore_ascii_case("api") {
+            title.to_string()
+        } else {
+            format!("{title} API")
+        }
+    }
+
     /// Builds the IR of a spec that passed `check`. `key_header` is the configured idempotency
     /// key header name.
     pub fn from_spec(spec: &LoadedSpec, key_header: &str) -> Api {
@@ -687,7 +737,7 @@ fn operation_ir<'s>(
         }
         let required = location == ParamLocation::Path
             || p.node.node.get("required").and_then(Node::as_bool) == Some(true);
-        let (ty, checks, default_json) = match raw_param_schema(&p) {
+        let (ty, checks, default_json) = match raw_param_schema(spec, &p) {
             Some(schema) => {
                 let ty = space.type_of(schema, &format!("{name}{}", type_name(wire)));
                 let default_json = (!required).then(|| space.default_of(schema)).flatten();
@@ -981,8 +1031,9 @@ fn body_of<'s>(
     fallback_media: &str,
     request: bool,
 ) -> Option<(String, BodyKind, Option<&'s Node>)> {
-    let content = owner.node.get("content").and_then(Node::as_map)?;
-    let entries = content.entries();
+    // The schemas under `content` are in its file (another one when a `$ref` stands for it).
+    let owner = spec::content(space.spec(), owner)?;
+    let entries = owner.node.as_map()?.entries();
     let chosen = entries
         .iter()
         .find(|(k, _)| is_json(&k.text))
@@ -1103,18 +1154,21 @@ pub(crate) fn param_read<'a>(p: &crate::spec::Parameter<'a>, key_header: &str) -
 }
 
 /// A parameter's schema as written (a `$ref` kept, so that the type keeps its component name).
-fn raw_param_schema<'s>(p: &crate::spec::Parameter<'s>) -> Option<NodeRef<'s>> {
-    let param = p.node.node;
-    let schema = param.get("schema").or_else(|| {
-        param
-            .get("content")
-            .and_then(Node::as_map)
-            .and_then(|m| m.entries().first())
-            .and_then(|(_, media)| media.get("schema"))
-    })?;
+fn raw_param_schema<'s>(
+    spec: &'s LoadedSpec,
+    p: &crate::spec::Parameter<'s>,
+) -> Option<NodeRef<'s>> {
+    if let Some(node) = p.node.node.get("schema") {
+        return Some(NodeRef {
+            file: p.node.file,
+            node,
+        });
+    }
+    let content = spec::content(spec, p.node)?;
+    let (_, media) = content.node.as_map()?.entries().first()?;
     Some(NodeRef {
-        file: p.node.file,
-        node: schema,
+        file: content.file,
+        node: media.get("schema")?,
     })
 }
 

@@ -1490,6 +1490,9 @@ fn types_of(node: &Node) -> Vec<String> {
             .filter(|s| *s != "null")
             .map(str::to_string)
             .collect(),
+        None => type_of_values(node)
+            .map(|t| vec![t.to_string()])
+            .unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -1566,6 +1569,9 @@ pub(crate) fn requirement_alternatives(node: &Node) -> Option<Requirements> {
 }
 
 fn union_members(node: &Node) -> Option<Vec<&Node>> {
+    if const_alternatives(node).is_some() {
+        return None;
+    }
     let members = node
         .get("oneOf")
         .or_else(|| node.get("anyOf"))
@@ -1573,9 +1579,75 @@ fn union_members(node: &Node) -> Option<Vec<&Node>> {
     Some(members.iter().collect())
 }
 
+/// Keys an alternative of a `oneOf` of constants may carry beside `const`: annotations.
+fn is_const_annotation(key: &str) -> bool {
+    matches!(key, "title" | "description" | "deprecated" | "$comment") || key.starts_with("x-")
+}
+
+/// The values of a `oneOf` (or `anyOf`) whose every alternative is one scalar `const` with
+/// annotations (`oneOf: [{title: JOIN, const: 1}, …]`, Discord's 91 enums): the enum it
+/// spells, read as `enum: [1, …]` is. `None` for any other schema.
+pub(crate) fn const_alternatives(node: &Node) -> Option<Vec<&Node>> {
+    let members = node
+        .get("oneOf")
+        .or_else(|| node.get("anyOf"))
+        .and_then(Node::as_seq)?;
+    if members.is_empty() || node.get("allOf").is_some() || node.get("enum").is_some() {
+        return None;
+    }
+    members
+        .iter()
+        .map(|m| {
+            let map = m.as_map()?;
+            if !map
+                .entries()
+                .iter()
+                .all(|(k, _)| k.text == "const" || is_const_annotation(&k.text))
+            {
+                return None;
+            }
+            let value = map.get("const")?;
+            match value.value {
+                Value::Str(_) | Value::Int(_) | Value::Bool(_) => Some(value),
+                Value::Float(f) if f.is_finite() => Some(value),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The values an `enum` lists, or a `oneOf` of constants spells ([`const_alternatives`]).
+fn enum_values(node: &Node) -> Option<Vec<&Node>> {
+    match node.get("enum").and_then(Node::as_seq) {
+        Some(values) => Some(values.iter().collect()),
+        None => const_alternatives(node),
+    }
+}
+
+/// The type a schema without `type` has by the values it allows: those of its `const` or of a
+/// `oneOf` of constants, when they are all strings, all integers, all numbers or all booleans.
+fn type_of_values(node: &Node) -> Option<&'static str> {
+    let values = match node.get("const") {
+        Some(value) => vec![value],
+        None => const_alternatives(node)?,
+    };
+    let all = |f: fn(&Value) -> bool| values.iter().all(|v| f(&v.value));
+    if all(|v| matches!(v, Value::Str(_))) {
+        Some("string")
+    } else if all(|v| matches!(v, Value::Int(_))) {
+        Some("integer")
+    } else if all(|v| matches!(v, Value::Int(_) | Value::Float(_))) {
+        Some("number")
+    } else if all(|v| matches!(v, Value::Bool(_))) {
+        Some("boolean")
+    } else {
+        None
+    }
+}
+
 /// The values of a string enum, when the schema is one.
 fn string_enum(node: &Node) -> Option<Vec<String>> {
-    let values = node.get("enum").and_then(Node::as_seq)?;
+    let values = enum_values(node)?;
     let types = types_of(node);
     if !(types.is_empty() || types == ["string"]) {
         return None;
@@ -2021,7 +2093,7 @@ fn constraints_of(node: &Node) -> Constraints {
 /// An `enum` of several values, when it is not a string enum and every value is a scalar or
 /// `null`; see [`Constraints::allowed`].
 fn allowed_of(node: &Node) -> Option<Box<[serde_json::Value]>> {
-    let values = node.get("enum").and_then(Node::as_seq)?;
+    let values = enum_values(node)?;
     // A string enum that is its own type is a Rust enum, which checks itself; behind a nullable
     // or single-alternative wrapper it is a `String`, checked here.
     if values.len() < 2 || (string_enum(node).is_some() && matches!(shape_of(node), Shape::Defined))
@@ -2041,10 +2113,9 @@ fn allowed_of(node: &Node) -> Option<Box<[serde_json::Value]>> {
 /// `const`, else the one value of an `enum` of one, when it is a string, number or boolean.
 fn constant_of(node: &Node) -> Option<Box<serde_json::Value>> {
     let value = node.get("const").or_else(|| {
-        node.get("enum")
-            .and_then(Node::as_seq)
+        enum_values(node)
             .filter(|values| values.len() == 1)
-            .map(|values| &values[0])
+            .map(|values| values[0])
     })?;
     match value.value {
         Value::Str(_) | Value::Bool(_) | Value::Int(_) => Some(Box::new(json_of(value))),

@@ -107,7 +107,7 @@ impl<'s> KeywordWalk<'s> {
             let ParamRead::Value(wire, location) = param_read(&p, &self.key_header) else {
                 continue;
             };
-            let Some(schema) = raw_param_schema(&p) else {
+            let Some(schema) = raw_param_schema(spec, &p) else {
                 continue;
             };
             let ty = self.space.type_of(schema, "Parameter");
@@ -295,7 +295,11 @@ impl<'s> KeywordWalk<'s> {
 /// `media-type-untyped`'s. A multipart file part is read as bytes (lengths only); an array of
 /// them, each item so.
 fn typed_body<'s>(spec: &'s LoadedSpec, body: NodeRef<'s>) -> Vec<(NodeRef<'s>, Reading)> {
-    let Some(entries) = body.node.get("content").and_then(Node::as_map) else {
+    // The schemas under `content` are in its file (another one when a `$ref` stands for it).
+    let Some(body) = spec::content(spec, body) else {
+        return Vec::new();
+    };
+    let Some(entries) = body.node.as_map() else {
         return Vec::new();
     };
     let entries = entries.entries();

@@ -248,6 +248,7 @@ fn convert(value: JsonValue<'_>, depth: usize, at: &mut Locator<'_>) -> Result<N
                     Key {
                         text,
                         span: key_span,
+                        plain: false,
                     },
                     value,
                 ));

@@ -484,6 +484,9 @@ fn references<'a>(doc: &'a Node, visit: &mut impl FnMut(&'a Node, &'a str)) {
         Names,
         /// The `examples` of a Media Type or Parameter: names of Example Objects.
         Examples,
+        /// A `content` map: media types, or a Reference Object written in its place (not
+        /// OpenAPI, but published: the map is then the referenced one, as Spectral reads it).
+        Content,
     }
     let mut stack: Vec<(&'a Node, Keys)> = vec![(doc, Keys::Keywords)];
     while let Some((node, keys)) = stack.pop() {
@@ -492,7 +495,14 @@ fn references<'a>(doc: &'a Node, visit: &mut impl FnMut(&'a Node, &'a str)) {
             (Value::Seq(items), _) => {
                 stack.extend(items.iter().rev().map(|item| (item, Keys::Keywords)));
             }
-            (Value::Map(map), Keys::Names) => {
+            (Value::Map(map), Keys::Content) if node.ref_target().is_some() => {
+                if let Some((_, reference)) = map.entry("$ref")
+                    && let Value::Str(r) = &reference.value
+                {
+                    visit(reference, r);
+                }
+            }
+            (Value::Map(map), Keys::Names | Keys::Content) => {
                 stack.extend(map.entries().iter().rev().map(|(_, v)| (v, Keys::Keywords)));
             }
             (Value::Map(map), Keys::Examples) => {
@@ -515,6 +525,7 @@ fn references<'a>(doc: &'a Node, visit: &mut impl FnMut(&'a Node, &'a str)) {
                         // 3.1 schemas: an array of examples is data; a map is Example Objects.
                         ("examples", Value::Seq(_)) => {}
                         ("examples", Value::Map(_)) => children.push((value, Keys::Examples)),
+                        ("content", _) => children.push((value, Keys::Content)),
                         _ if is_name_map_key(key) => children.push((value, Keys::Names)),
                         _ => children.push((value, Keys::Keywords)),
                     }

@@ -45,6 +45,9 @@ pub struct Key {
     pub text: String,
     /// Where the key is written.
     pub span: Span,
+    /// Whether the key is a plain YAML scalar (unquoted: `200:`), which YAML reads as a number
+    /// when it looks like one; JSON keys are always strings.
+    pub plain: bool,
 }
 
 /// A mapping that keeps source order and finds keys in constant time when it is large.

@@ -154,7 +154,8 @@ impl Builder {
             }
             Event::Scalar(text, style, anchor, tag) => {
                 if self.expecting_key() {
-                    return self.insert_key(text.into_owned(), span(ev_span), anchor);
+                    let plain = style == ScalarStyle::Plain;
+                    return self.insert_key(text.into_owned(), span(ev_span), anchor, plain);
                 }
                 let value = scalar_value(text, style, tag.as_ref());
                 self.insert(
@@ -187,7 +188,7 @@ impl Builder {
                         message: "mapping keys must be scalars".into(),
                         pos: at,
                     })?;
-                    return self.insert_key(text, span(ev_span), 0);
+                    return self.insert_key(text, span(ev_span), 0, false);
                 }
                 let copy = target.clone();
                 self.insert(copy, 0)
@@ -220,6 +221,7 @@ impl Builder {
         text: String,
         key_span: Span,
         anchor: usize,
+        plain: bool,
     ) -> Result<(), SyntaxError> {
         if anchor > 0 {
             self.anchors.insert(
@@ -247,6 +249,7 @@ impl Builder {
             *pending_key = Some(Key {
                 text,
                 span: key_span,
+                plain,
             });
         }
         Ok(())

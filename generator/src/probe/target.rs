@@ -375,7 +375,9 @@ fn body_of(
         file: node.file,
         node: body,
     });
-    let content = body.node.get("content").and_then(Node::as_map)?;
+    // The media types are in the map's file (another one when a `$ref` stands for it).
+    let body = crate::spec::content(spec, body)?;
+    let content = body.node.as_map()?;
     let (media_type, encoding, media) = content
         .entries()
         .iter()

@@ -89,19 +89,25 @@ fn key_like_header<'p>(params: &'p [Parameter<'_>]) -> Option<&'p str> {
 }
 
 fn check_required(param: &Parameter<'_>, op: &Operation<'_>, header: &str, sink: &mut Sink<'_>) {
+    // The snippet spells the header as the spec does (`idempotency-key`), so that pasted it
+    // names the same parameter.
+    let help =
+        RuleId::KeyNotRequired.help(param.name.unwrap_or(header), sink.config().max_key_length);
     match param.node.node.get("required") {
         Some(required) if required.as_bool() == Some(true) => {}
-        Some(required) => sink.report(
+        Some(required) => sink.report_with_help(
             RuleId::KeyNotRequired,
             (param.node.file, required.span),
             Some(op),
             format!("the `{header}` header must be `required: true`"),
+            help,
         ),
-        None => sink.report(
+        None => sink.report_with_help(
             RuleId::KeyNotRequired,
             at(param.node),
             Some(op),
             format!("the `{header}` header is optional: it has no `required: true`"),
+            help,
         ),
     }
 }

@@ -64,9 +64,9 @@ fn typed_form(
 
 /// The `content` entries of a Request Body or Response Object, and the one the generator serves
 /// (the first JSON one, else the first): the same choice as the IR's.
-fn content(owner: NodeRef<'_>) -> Option<(NodeRef<'_>, usize)> {
-    let map = owner.node.get("content")?;
-    let entries = map.as_map()?.entries();
+fn content<'a>(spec: &'a LoadedSpec, owner: NodeRef<'a>) -> Option<(NodeRef<'a>, usize)> {
+    let map = crate::spec::content(spec, owner)?;
+    let entries = map.node.as_map()?.entries();
     if entries.is_empty() {
         return None;
     }
@@ -74,13 +74,7 @@ fn content(owner: NodeRef<'_>) -> Option<(NodeRef<'_>, usize)> {
         .iter()
         .position(|(k, _)| is_json(&k.text))
         .unwrap_or(0);
-    Some((
-        NodeRef {
-            file: owner.file,
-            node: map,
-        },
-        chosen,
-    ))
+    Some((map, chosen))
 }
 
 /// Checks the request body and responses of one operation.
@@ -103,11 +97,8 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
             || (response.status.text == "default" && !any_2xx);
         if success {
             successes += 1;
-            let media: Vec<&str> = response
-                .node
-                .node
-                .get("content")
-                .and_then(Node::as_map)
+            let media: Vec<&str> = crate::spec::content(spec, response.node)
+                .and_then(|c| c.node.as_map())
                 .map(|m| m.entries().iter().map(|(k, _)| k.text.as_str()).collect())
                 .unwrap_or_default();
             if !media.is_empty() && media.iter().all(|m| is_stream(m)) {
@@ -140,7 +131,7 @@ fn check_content(
     request: bool,
     sink: &mut Sink<'_>,
 ) {
-    let Some((map, chosen)) = content(owner) else {
+    let Some((map, chosen)) = content(spec, owner) else {
         return;
     };
     let Some(entries) = map.node.as_map().map(|m| m.entries()) else {

@@ -161,6 +161,7 @@ pub fn run<'s>(
         extensions::check_parameter_markers(spec, op, &mut sink);
         extensions::check_tombstones(spec, op, &ops, &mut sink);
         security::check_operation(spec, op, &mut sink);
+        responses::check_unquoted(op, &mut sink);
         if config.level(RuleId::KeywordNotEnforced) != Level::Off {
             keywords(op, &mut |at, why| {
                 sink.report(RuleId::KeywordNotEnforced, at, Some(op), why);

@@ -173,9 +173,10 @@ fn content_problem<'a>(
     p: &Parameter<'a>,
     name: &str,
 ) -> Option<(NodeRef<'a>, String)> {
-    let (media_type, media) = p.node.node.get("content")?.as_map()?.entries().first()?;
+    let content = crate::spec::content(spec, p.node)?;
+    let (media_type, media) = content.node.as_map()?.entries().first()?;
     let site = NodeRef {
-        file: p.node.file,
+        file: content.file,
         node: media.get("schema")?,
     };
     (shape(spec, spec.deref(site)) == Shape::Array).then(|| {

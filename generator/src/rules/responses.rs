@@ -8,6 +8,30 @@ use crate::spec::{Operation, Response};
 /// The media type of RFC 9457 problem documents.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
+/// Reports the status codes of `op`'s responses written as bare YAML numbers (`200:`):
+/// OpenAPI's Responses Object is keyed by strings, and tools that read YAML's types see a
+/// number (Spectral reports each). idemgen reads the code the digits spell.
+pub(super) fn check_unquoted(op: &Operation<'_>, sink: &mut Sink<'_>) {
+    let Some(responses) = op.responses_entry().and_then(|(_, r)| r.as_map()) else {
+        return;
+    };
+    for (key, _) in responses.entries() {
+        if key.plain && !key.text.is_empty() && key.text.bytes().all(|b| b.is_ascii_digit()) {
+            sink.report(
+                RuleId::ResponseCodeUnquoted,
+                (op.node.file, key.span),
+                Some(op),
+                format!(
+                    "response code `{}` of {} is a YAML number, not a string: OpenAPI requires `'{}'`",
+                    key.text,
+                    op.display_name(),
+                    key.text
+                ),
+            );
+        }
+    }
+}
+
 /// Checks the responses of an operation marked `x-idempotent: true`.
 pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) {
     let responses = op.responses(spec);
@@ -55,7 +79,7 @@ pub(super) fn check(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut Sink<'_>) 
         );
     }
     for response in responses.iter().filter(|r| is_error_status(&r.status.text)) {
-        check_problem_json(op, response, sink);
+        check_problem_json(spec, op, response, sink);
     }
 }
 
@@ -125,11 +149,16 @@ fn is_error_status(status: &str) -> bool {
     matches!(status.as_bytes().first(), Some(b'4' | b'5')) && status.len() == 3
 }
 
-fn check_problem_json(op: &Operation<'_>, response: &Response<'_>, sink: &mut Sink<'_>) {
+fn check_problem_json(
+    spec: &LoadedSpec,
+    op: &Operation<'_>,
+    response: &Response<'_>,
+    sink: &mut Sink<'_>,
+) {
     let node = response.node;
     let content = node.node.entry("content");
-    let has_problem = content
-        .and_then(|(_, c)| c.as_map())
+    let has_problem = crate::spec::content(spec, node)
+        .and_then(|c| c.node.as_map())
         .is_some_and(|m| m.entries().iter().any(|(k, _)| is_problem_json(&k.text)));
     if has_problem {
         return;

@@ -48,9 +48,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
                     format!(
                         "`{name}` is not a scheme of `components.securitySchemes`: the server cannot enforce it"
                     ),
-                    format!(
-                        "declare `{name}`, with the type its credentials have (apiKey, http, oauth2, openIdConnect or mutualTLS):\n\ncomponents:\n  securitySchemes:\n    {name}:\n      type: http\n      scheme: bearer"
-                    ),
+                    unknown_scheme_help(spec, name),
                 ),
                 Some(scheme) => {
                     if let Err(why) = security::kind(scheme.node) {
@@ -87,7 +85,7 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
         } else {
             (sec.site.file, sec.key.span)
         };
-        sink.report(
+        sink.report_with_help(
             RuleId::IdempotentAnonymous,
             position,
             Some(op),
@@ -96,6 +94,71 @@ pub(super) fn check_operation(spec: &LoadedSpec, op: &Operation<'_>, sink: &mut 
                 op.display_name(),
                 if sec.inherited { ", from the document's `security`" } else { "" }
             ),
+            anonymous_help(spec),
         );
     }
+}
+
+/// The names of `components.securitySchemes`, in document order.
+fn declared_schemes(spec: &LoadedSpec) -> Vec<&str> {
+    spec.root()
+        .node
+        .get("components")
+        .and_then(|c| c.get("securitySchemes"))
+        .and_then(|s| s.as_map())
+        .map(|m| m.entries().iter().map(|(k, _)| k.text.as_str()).collect())
+        .unwrap_or_default()
+}
+
+/// `a`, `a or b`, `a, b or c`, each in backticks.
+fn listed(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// Help for an idempotent operation that admits anonymous callers: require one of the spec's
+/// own schemes, or declare one when it has none.
+fn anonymous_help(spec: &LoadedSpec) -> String {
+    let declared = declared_schemes(spec);
+    match declared.first() {
+        Some(first) => format!(
+            "require credentials on the operation (a key needs an owner) with one of the spec's schemes ({}), or drop x-idempotent:\n\nsecurity:\n  - {first}: []",
+            listed(&declared)
+        ),
+        None => RuleId::IdempotentAnonymous.help("", 0),
+    }
+}
+
+/// Help for a requirement naming an undeclared scheme: the spec's own schemes when it has some,
+/// and a declaration of `name` whose type its name suggests (`basicAuth` a Basic scheme,
+/// `api_key` an API key header, `oauth` OAuth 2), a bearer token otherwise.
+fn unknown_scheme_help(spec: &LoadedSpec, name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let declaration = if lower.contains("basic") {
+        "type: http\n      scheme: basic".to_string()
+    } else if lower.contains("oauth") {
+        "type: oauth2\n      flows:\n        clientCredentials:\n          tokenUrl: https://example.com/oauth/token\n          scopes: {}".to_string()
+    } else if lower.contains("openid") || lower.contains("oidc") {
+        "type: openIdConnect\n      openIdConnectUrl: https://example.com/.well-known/openid-configuration".to_string()
+    } else if lower.contains("apikey") || lower.contains("api_key") || lower.contains("api-key") {
+        "type: apiKey\n      in: header\n      name: X-API-Key".to_string()
+    } else {
+        "type: http\n      scheme: bearer".to_string()
+    };
+    let declared = declared_schemes(spec);
+    let others = if declared.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "name one of the declared schemes ({}), or ",
+            listed(&declared)
+        )
+    };
+    format!(
+        "{others}declare `{name}`, with the type its credentials have (apiKey, http, oauth2, openIdConnect or mutualTLS):\n\ncomponents:\n  securitySchemes:\n    {name}:\n      {declaration}"
+    )
 }

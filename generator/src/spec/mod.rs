@@ -200,18 +200,22 @@ impl<'a> Parameter<'a> {
     /// The parameter's schema, from `schema` or from the single entry of `content`, with
     /// `$ref`s followed.
     pub fn schema(&self, spec: &'a LoadedSpec) -> Option<NodeRef<'a>> {
-        let param = self.node.node;
-        let schema = param.get("schema").or_else(|| {
-            param
-                .get("content")
-                .and_then(Node::as_map)
-                .and_then(|m| m.entries().first())
-                .and_then(|(_, media)| media.get("schema"))
-        })?;
-        Some(spec.deref(NodeRef {
-            file: self.node.file,
-            node: schema,
-        }))
+        let param = self.node;
+        let schema = match param.node.get("schema") {
+            Some(node) => NodeRef {
+                file: param.file,
+                node,
+            },
+            None => {
+                let content = content(spec, param)?;
+                let (_, media) = content.node.as_map()?.entries().first()?;
+                NodeRef {
+                    file: content.file,
+                    node: media.get("schema")?,
+                }
+            }
+        };
+        Some(spec.deref(schema))
     }
 }
 
@@ -251,6 +255,18 @@ fn same_parameter(a: &Parameter<'_>, b: &Parameter<'_>) -> bool {
         (Some(x), Some(y)) => x == y,
         _ => false,
     }
+}
+
+/// The `content` map of a Request Body, Response or Parameter Object at `owner`, following a
+/// `$ref` written in place of the map (not OpenAPI, which allows none there, but published so
+/// and read so by Spectral): the map's node and the file it is in, where the schemas under it
+/// are resolved from.
+pub fn content<'a>(spec: &'a LoadedSpec, owner: NodeRef<'a>) -> Option<NodeRef<'a>> {
+    let node = owner.node.get("content")?;
+    Some(spec.deref(NodeRef {
+        file: owner.file,
+        node,
+    }))
 }
 
 /// Whether a media type is JSON (`application/json`, `application/problem+json`, …).

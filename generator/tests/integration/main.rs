@@ -10,6 +10,8 @@ mod builder;
 mod cli;
 /// Shared helpers: fixture paths, running `check`.
 mod common;
+/// Constructs published specs write that OpenAPI forbids or that were misread: read right or reported.
+mod constructs;
 /// Relative links in the repository's Markdown resolve.
 mod docs;
 /// GitHub annotation output.

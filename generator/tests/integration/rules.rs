@@ -234,6 +234,11 @@ fn each_rule_fixture_reports_exactly_its_rule() {
             "retention-invalid@30:7",
         ],
     );
+    // A bare `200:`; quoted codes and a range are strings.
+    case(
+        "rules/response-code-unquoted.yaml",
+        &["response-code-unquoted@8:9"],
+    );
     case(
         "rules/security-scheme-unknown.yaml",
         &["security-scheme-unknown@12:11"],
