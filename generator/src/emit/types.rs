@@ -213,7 +213,9 @@ pub fn type_def(def: &TypeDef) -> TokenStream {
             let type_name = Literal::string(&def.name);
             quote! {
                 #doc
-                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, #serde)]
+                // Two attributes, each on one line: one list would be printed a derive a line.
+                #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+                #[derive(#serde)]
                 #[allow(clippy::enum_variant_names)]
                 pub enum #name {
                     #(

@@ -19,18 +19,8 @@ pub mod types {
         pub color: ::std::option::Option<NewWidgetColor>,
     }
     /// The `NewWidgetColor` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum NewWidgetColor {
         /// `red`.

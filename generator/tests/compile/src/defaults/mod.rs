@@ -158,17 +158,8 @@ pub mod types {
         }
     }
     /// The `Order` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum Order {
         /// `asc`.
@@ -277,17 +268,8 @@ pub mod types {
         }
     }
     /// The `PaymentStatus` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum PaymentStatus {
         /// `pending`.

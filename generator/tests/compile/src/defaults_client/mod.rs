@@ -93,17 +93,8 @@ pub mod types {
         }
     }
     /// The `Order` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum Order {
         /// `asc`.
@@ -177,17 +168,8 @@ pub mod types {
         BankTransfer(BankTransfer),
     }
     /// The `PaymentStatus` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum PaymentStatus {
         /// `pending`.

@@ -195,18 +195,8 @@ pub mod types {
         }
     }
     /// The `NodeModeValue` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum NodeModeValue {
         /// `fast`.
@@ -906,18 +896,8 @@ pub mod types {
         }
     }
     /// The `Settlement` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum Settlement {
         /// `alfamart_transaction`.
@@ -969,18 +949,8 @@ pub mod types {
     /// The `SiteCode` schema.
     pub type SiteCode = ::std::string::String;
     /// The `String` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum String {
         /// `a`.

@@ -143,18 +143,8 @@ pub mod types {
         pub mode: ::std::option::Option<::std::option::Option<NodeModeValue>>,
     }
     /// The `NodeModeValue` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum NodeModeValue {
         /// `fast`.
@@ -461,18 +451,8 @@ pub mod types {
         pub currency: ::std::string::String,
     }
     /// The `Settlement` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum Settlement {
         /// `alfamart_transaction`.
@@ -524,18 +504,8 @@ pub mod types {
     /// The `SiteCode` schema.
     pub type SiteCode = ::std::string::String;
     /// The `String` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum String {
         /// `a`.

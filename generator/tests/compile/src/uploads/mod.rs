@@ -127,18 +127,8 @@ pub mod types {
         }
     }
     /// The `UploadDocumentRequestBodyKind` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum UploadDocumentRequestBodyKind {
         /// `invoice`.

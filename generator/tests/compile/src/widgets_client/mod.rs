@@ -9,18 +9,8 @@ pub mod types {
     #[allow(unused_imports)]
     use ::idemgen_client::codegen as cg;
     /// The `Color` schema.
-    #[derive(
-        Debug,
-        Clone,
-        Copy,
-        PartialEq,
-        Eq,
-        Hash,
-        PartialOrd,
-        Ord,
-        ::serde::Serialize,
-        ::serde::Deserialize
-    )]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    #[derive(::serde::Serialize, ::serde::Deserialize)]
     #[allow(clippy::enum_variant_names)]
     pub enum Color {
         /// `red`.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `idemgen check` beside Spectral (the same idempotency rules, bench/growth/spectral.yaml) on the
+# growth benchmark's synthetic specs and on the public specs in ../shared/realspecs, in one run:
+# CPU seconds (user + system) and peak RSS of each, from /usr/bin/time.
+#
+#   bash bench/growth/run.sh                 # sizes 250,500,1000,2000
+#   SPECTRAL=/path/to/spectral bash bench/growth/run.sh
+#
+# Spectral comes from npm (`npm install @stoplight/spectral-cli`); the script says so and stops
+# when it is missing. It needs GNU time (`apt-get install -y time`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+spectral=${SPECTRAL:-$(command -v spectral || true)}
+if [ -z "$spectral" ]; then
+  echo "bench/growth: spectral not found; install it with 'npm install -g @stoplight/spectral-cli' or set SPECTRAL" >&2
+  exit 2
+fi
+if [ ! -x /usr/bin/time ]; then
+  echo "bench/growth: /usr/bin/time missing; apt-get install -y time" >&2
+  exit 2
+fi
+keep=$(mktemp -d)
+trap 'rm -rf "$keep"' EXIT
+cargo build -q --release -p idemgen
+IDEMGEN_GROWTH_KEEP="$keep" cargo bench -q -p idemgen --bench growth >/dev/null
+ruleset=$PWD/bench/growth/spectral.yaml
+measure() { # label, spec
+  local t1 t2
+  t1=$( { /usr/bin/time -f "%U %S %M" target/release/idemgen check "$2" >/dev/null 2>&1 || true; } 2>&1 | tail -1)
+  t2=$( { /usr/bin/time -f "%U %S %M" "$spectral" lint --quiet --ruleset "$ruleset" "$2" >/dev/null 2>&1 || true; } 2>&1 | tail -1)
+  awk -v label="$1" -v a="$t1" -v b="$t2" 'BEGIN {
+    split(a, x, " "); split(b, y, " ");
+    ic = x[1] + x[2]; sc = y[1] + y[2];
+    printf "| %s | %.2f | %.0f | %.2f | %.0f | %.0fx |\n", label, ic, x[3] / 1024, sc, y[3] / 1024, (ic > 0 ? sc / ic : 0)
+  }'
+}
+echo "| spec | idemgen check CPU s | MB | Spectral CPU s | MB | Spectral / idemgen |"
+echo "|---|---:|---:|---:|---:|---:|"
+for dir in "$keep"/*/; do
+  name=$(basename "$dir")
+  measure "$name" "$dir/openapi.yaml"
+done
+for spec in ../shared/realspecs/*/*.yaml ../shared/realspecs/*/*.json; do
+  [ -f "$spec" ] && measure "$(basename "$spec")" "$spec"
+done
