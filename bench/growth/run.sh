@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `idemgen check` beside Spectral (the same idempotency rules, bench/growth/spectral.yaml) on the
-# growth benchmark's synthetic specs and on the public specs in ../shared/realspecs, in one run:
+# growth benchmark's synthetic specs (after printing its own table) and on the public specs in
+# ../shared/realspecs, in one run:
 # CPU seconds (user + system) and peak RSS of each, from /usr/bin/time.
 #
 #   bash bench/growth/run.sh                 # sizes 250,500,1000,2000
@@ -22,13 +23,17 @@ fi
 keep=$(mktemp -d)
 trap 'rm -rf "$keep"' EXIT
 cargo build -q --release -p idemgen
-IDEMGEN_GROWTH_KEEP="$keep" cargo bench -q -p idemgen --bench growth >/dev/null
+# The growth table itself (time and peak RSS per size, exponents), then the comparison.
+IDEMGEN_GROWTH_KEEP="$keep" cargo bench -q -p idemgen --bench growth
+echo
 ruleset=$PWD/bench/growth/spectral.yaml
 measure() { # label, spec
-  local t1 t2
-  t1=$( { /usr/bin/time -f "%U %S %M" target/release/idemgen check "$2" >/dev/null 2>&1 || true; } 2>&1 | tail -1)
-  t2=$( { /usr/bin/time -f "%U %S %M" "$spectral" lint --quiet --ruleset "$ruleset" "$2" >/dev/null 2>&1 || true; } 2>&1 | tail -1)
-  awk -v label="$1" -v a="$t1" -v b="$t2" 'BEGIN {
+  local a b
+  /usr/bin/time -o "$keep/t1" -f "%U %S %M" target/release/idemgen check "$2" >/dev/null 2>&1 || true
+  /usr/bin/time -o "$keep/t2" -f "%U %S %M" "$spectral" lint --quiet --ruleset "$ruleset" "$2" >/dev/null 2>&1 || true
+  a=$(tail -1 "$keep/t1")
+  b=$(tail -1 "$keep/t2")
+  awk -v label="$1" -v a="$a" -v b="$b" 'BEGIN {
     split(a, x, " "); split(b, y, " ");
     ic = x[1] + x[2]; sc = y[1] + y[2];
     printf "| %s | %.2f | %.0f | %.2f | %.0f | %.0fx |\n", label, ic, x[3] / 1024, sc, y[3] / 1024, (ic > 0 ? sc / ic : 0)
@@ -36,9 +41,10 @@ measure() { # label, spec
 }
 echo "| spec | idemgen check CPU s | MB | Spectral CPU s | MB | Spectral / idemgen |"
 echo "|---|---:|---:|---:|---:|---:|"
-for dir in "$keep"/*/; do
-  name=$(basename "$dir")
-  measure "$name" "$dir/openapi.yaml"
+for family in schemas operations allof files; do
+  for dir in $(ls -d "$keep/$family"-* | sort -t- -k2 -n); do
+    measure "$(basename "$dir")" "$dir/openapi.yaml"
+  done
 done
 for spec in ../shared/realspecs/*/*.yaml ../shared/realspecs/*/*.json; do
   [ -f "$spec" ] && measure "$(basename "$spec")" "$spec"

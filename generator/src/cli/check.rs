@@ -25,7 +25,11 @@ pub fn run(args: &CheckArgs) -> Result<(), CliError> {
         }
     };
     let _ = write!(stdout, "{}", report::render(&report, format, color));
-    if report.fails(args.deny_warnings) {
+    let fails = report.fails(args.deny_warnings);
+    // The process exits next: freeing the spec's tree node by node would only delay it (a
+    // tenth of the run on a large spec), and the operating system takes the memory back at once.
+    std::mem::forget(report);
+    if fails {
         Err(CliError::Failed(None))
     } else {
         Ok(())

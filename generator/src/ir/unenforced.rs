@@ -46,7 +46,8 @@ pub struct KeywordWalk<'s> {
     spec: &'s LoadedSpec,
     key_header: String,
     openapi_31: bool,
-    space: TypeSpace<'s>,
+    /// Made at the first parameter to type: a spec without any costs nothing.
+    space: Option<TypeSpace<'s>>,
     ids: HashMap<(FileId, usize, Reading), usize>,
     states: Vec<State<'s>>,
 }
@@ -59,7 +60,7 @@ impl<'s> KeywordWalk<'s> {
             spec,
             key_header: key_header.to_string(),
             openapi_31: spec.version() == OpenApiVersion::V3_1,
-            space: TypeSpace::new(spec),
+            space: None,
             ids: HashMap::new(),
             states: Vec::new(),
         }
@@ -110,8 +111,9 @@ impl<'s> KeywordWalk<'s> {
             let Some(schema) = raw_param_schema(spec, &p) else {
                 continue;
             };
-            let ty = self.space.type_of(schema, "Parameter");
-            let read = param_type(&self.space, ty.clone(), location);
+            let space = self.space.get_or_insert_with(|| TypeSpace::new(spec));
+            let ty = space.type_of(schema, "Parameter");
+            let read = param_type(space, ty.clone(), location);
             let ty = match ty {
                 TypeRef::Option(inner) => *inner,
                 other => other,
