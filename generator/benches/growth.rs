@@ -204,6 +204,9 @@ fn child(command: &str, spec: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// One measurement: the size, the best time in seconds, the peak RSS in KiB.
+type Point = (f64, f64, f64);
+
 /// The slope of the least-squares line through (ln x, ln y).
 fn exponent(points: &[(f64, f64)]) -> f64 {
     let pts: Vec<(f64, f64)> = points.iter().map(|(x, y)| (x.ln(), y.ln())).collect();
@@ -248,7 +251,7 @@ fn main() {
     let mut failed = false;
     let mut summary = Vec::new();
     for family in FAMILIES {
-        let mut series: Vec<(&str, Vec<(f64, f64, f64)>)> =
+        let mut series: Vec<(&str, Vec<Point>)> =
             COMMANDS.iter().map(|c| (*c, Vec::new())).collect();
         for &n in &sizes {
             let dir = base.join(format!("{family}-{n}"));

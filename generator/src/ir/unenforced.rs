@@ -22,6 +22,14 @@ use super::{ParamLocation, ParamRead, param_read, param_type, raw_param_schema};
 /// A finding of the walk: where the keyword is written, and why it is not enforced.
 type Unenforced = ((FileId, Span), String);
 
+/// What one schema read one way is: the class it is seen as, its own findings, and the schemas
+/// (with their readings) the walk goes on to.
+type Expansion<'s> = (
+    Option<(FileId, Span, u8)>,
+    Vec<Unenforced>,
+    Vec<(NodeRef<'s>, Reading)>,
+);
+
 /// One schema as the walk meets it (a node and how it is read), expanded once per run.
 struct State<'s> {
     /// Where the schema is, and the class of its reading: a schema met twice in one
@@ -223,16 +231,7 @@ impl<'s> KeywordWalk<'s> {
 
     /// One schema read as `reading`: the class it is seen as (none when it is not a mapping:
     /// nothing to judge), its own findings and the schemas the walk goes on to, in order.
-    #[allow(clippy::type_complexity)]
-    fn expand(
-        &self,
-        at: NodeRef<'s>,
-        reading: Reading,
-    ) -> (
-        Option<(FileId, Span, u8)>,
-        Vec<Unenforced>,
-        Vec<(NodeRef<'s>, Reading)>,
-    ) {
+    fn expand(&self, at: NodeRef<'s>, reading: Reading) -> Expansion<'s> {
         let spec = self.spec;
         if at.node.as_map().is_none() {
             return (None, Vec::new(), Vec::new());
