@@ -110,11 +110,13 @@ pub enum RuleId {
     KeywordNotEnforced,
     /// A response status code written as a bare YAML number (`200:`), which OpenAPI forbids.
     ResponseCodeUnquoted,
+    /// A `pattern` nests an unbounded repetition in another (`^(a+)+$`).
+    PatternNestedQuantifier,
 }
 
 impl RuleId {
     /// Every rule, in documentation order.
-    pub const ALL: [RuleId; 38] = [
+    pub const ALL: [RuleId; 39] = [
         RuleId::KeyMissing,
         RuleId::KeyNotRequired,
         RuleId::KeyNotString,
@@ -147,6 +149,7 @@ impl RuleId {
         RuleId::ResponseCodeUnquoted,
         RuleId::StreamNotReplayable,
         RuleId::PatternInvalid,
+        RuleId::PatternNestedQuantifier,
         RuleId::SecurityInvalid,
         RuleId::SecuritySchemeUnknown,
         RuleId::IdempotentAnonymous,
@@ -196,6 +199,7 @@ impl RuleId {
             RuleId::CallbacksNotGenerated => "callbacks-not-generated",
             RuleId::KeywordNotEnforced => "keyword-not-enforced",
             RuleId::ResponseCodeUnquoted => "response-code-unquoted",
+            RuleId::PatternNestedQuantifier => "pattern-nested-quantifier",
         }
     }
 
@@ -216,6 +220,7 @@ impl RuleId {
             | RuleId::CallbacksNotGenerated
             | RuleId::KeywordNotEnforced
             | RuleId::ResponseCodeUnquoted
+            | RuleId::PatternNestedQuantifier
             | RuleId::RecommendedResponseMissing
             | RuleId::ErrorResponseNotProblemJson
             | RuleId::KeyWithoutXIdempotent
@@ -326,6 +331,9 @@ impl RuleId {
             RuleId::DiscriminatorInvalid => {
                 "A discriminator's `mapping` names only alternatives of its `oneOf`/`anyOf`, and every alternative has the discriminator property."
             }
+            RuleId::PatternNestedQuantifier => {
+                "A `pattern` does not repeat a repetition (`^(a+)+$`): backtracking engines take time exponential in a value's length on it."
+            }
             RuleId::ResponseCodeUnquoted => {
                 "Response status codes are quoted (`'200':`): OpenAPI's keys are strings, and a bare `200` is a YAML number."
             }
@@ -384,6 +392,7 @@ impl RuleId {
             RuleId::ParameterUnsupported => "send arrays as repeated query parameters and objects in the body, or accept that the generated code reads the value as one string:\n\n- name: ids\n  in: query\n  style: form\n  explode: true\n  schema:\n    type: array\n    items:\n      type: string".to_string(),
             RuleId::CallbacksNotGenerated => "send them from your handlers with a client of their own, and describe them apart (an OpenAPI document of the receiver's), or turn the rule off in idemgen.toml:\n\n[rules]\ncallbacks-not-generated = \"off\"".to_string(),
             RuleId::KeyWithoutXIdempotent => "enable the runtime for the operation, or opt out explicitly:\n\nx-idempotent: true    # or `false` to acknowledge that the header is not enforced".to_string(),
+            RuleId::PatternNestedQuantifier => "repeat one thing, or separate the repetitions by a character the inner one cannot match:\n\npattern: '^[a-z]+(-[a-z]+)*$'".to_string(),
             RuleId::ResponseCodeUnquoted => "quote the status code (idemgen reads it as the code it spells; other tools read a number, or refuse it):\n\nresponses:\n  '200':\n    description: OK".to_string(),
             RuleId::KeywordNotEnforced => "say it with keywords the generated server checks (string enums, `const`, lengths, bounds, counts and `pattern` on typed values), or check it in your handler:\n\nstatus:\n  type: string\n  enum: [active, retired]   # a Rust enum: checked as it is decoded".to_string(),
         }

@@ -2526,7 +2526,7 @@ fn string_enum_breaks(node: &Node, keyword: &str, own: &Constraints) -> Option<S
             "minLength" => own.min_length.is_some_and(|n| chars < n),
             "maxLength" => own.max_length.is_some_and(|n| chars > n),
             "pattern" => own.pattern.as_deref().is_some_and(|p| {
-                idemgen_protocol::pattern::compile(p).is_ok_and(|re| re.find(value).is_none())
+                idemgen_protocol::pattern::compile(p).is_ok_and(|re| !re.is_match(value))
             }),
             _ => false,
         }

@@ -223,7 +223,7 @@ fn matching(pattern: &str, text: String, min: usize, max: usize) -> String {
     let Ok(regex) = idemgen_protocol::pattern::compile(pattern) else {
         return text;
     };
-    let matches = |s: &str| regex.find(s).is_some();
+    let matches = |s: &str| regex.is_match(s);
     if matches(&text) {
         return text;
     }
@@ -342,7 +342,7 @@ mod tests {
         for (pattern, min, max) in cases {
             let text = matching(pattern, "probe-q".into(), min, max);
             let regex = idemgen_protocol::pattern::compile(pattern).unwrap();
-            assert!(regex.find(&text).is_some(), "{pattern}: {text:?}");
+            assert!(regex.is_match(&text), "{pattern}: {text:?}");
             assert!(
                 (min..=max).contains(&text.chars().count()),
                 "{pattern}: {text:?}"

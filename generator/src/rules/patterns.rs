@@ -86,7 +86,25 @@ pub(super) fn check(spec: &LoadedSpec, sink: &mut Sink<'_>) {
 fn check_pattern(value: NodeRef<'_>, sink: &mut Sink<'_>) {
     let message = match &value.node.value {
         Value::Str(source) => match compile(source) {
-            Ok(_) => return,
+            Ok(regex) => {
+                if idemgen_protocol::pattern::nested_quantifier(source) == Some(true) {
+                    let how = if regex.is_linear() {
+                        "the generated server matches it in time linear in the value, but a backtracking engine (most validators, browsers and clients) takes time exponential in the length of a value that almost matches"
+                    } else {
+                        "it needs a backtracking engine (a lookaround or a backreference), and the generated server's takes time exponential in the length of a value that almost matches: a request can hold a worker"
+                    };
+                    sink.report(
+                        RuleId::PatternNestedQuantifier,
+                        super::at(value),
+                        None,
+                        format!(
+                            "the pattern `{}` repeats a repetition: {how}",
+                            shorten(source)
+                        ),
+                    );
+                }
+                return;
+            }
             Err(e) => format!(
                 "the pattern `{}` is not an ECMA-262 regular expression ({e}): the generated code cannot enforce it",
                 shorten(source)

@@ -239,6 +239,14 @@ fn each_rule_fixture_reports_exactly_its_rule() {
         "rules/response-code-unquoted.yaml",
         &["response-code-unquoted@8:9"],
     );
+    // A repetition of a repetition, linear on the server and behind a lookahead; a slug is not.
+    case(
+        "rules/pattern-nested-quantifier.yaml",
+        &[
+            "pattern-nested-quantifier@17:47",
+            "pattern-nested-quantifier@19:47",
+        ],
+    );
     case(
         "rules/security-scheme-unknown.yaml",
         &["security-scheme-unknown@12:11"],

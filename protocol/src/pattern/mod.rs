@@ -1,0 +1,345 @@
+//! Schema `pattern`s, compiled by one rule that `idemgen check` (rule `pattern-invalid`), the
+//! generator's IR and the runtime's generated checks all apply, so a pattern check accepts is
+//! exactly one the generated server enforces.
+//!
+//! The dialect is the one JSON Schema and OpenAPI name, ECMA-262, validated by `regress`. With
+//! the `u` (Unicode) flag that JSON Schema 2020-12 recommends (`.` and classes match code
+//! points); a pattern only the non-Unicode grammar accepts (ECMA-262 Annex B: identity escapes
+//! such as `\-` or `\!` inside a class, common in published specs) is compiled without it, as
+//! browsers and validators without a Unicode mode read it. Patterns are not anchored: `^…$`
+//! anchors them.
+//!
+//! Matching takes time linear in the value whenever the pattern is regular: its syntax tree
+//! ([`syntax`]) is written in the `regex` crate's syntax with ECMA-262's meanings and matched
+//! by that crate's automata, whatever the value (`^(a+)+$` included). Only a pattern with a
+//! lookaround or a backreference (or a construct the translation does not take) is matched by
+//! `regress`, which backtracks as JavaScript engines do; [`nested_quantifier`] tells which
+//! patterns could then take exponential time, and `idemgen check` reports them.
+
+mod syntax;
+
+/// A compiled pattern.
+#[derive(Debug, Clone)]
+pub struct Regex {
+    engine: Engine,
+}
+
+#[derive(Debug, Clone)]
+enum Engine {
+    /// The `regex` crate: time linear in the value.
+    Linear(regex::Regex),
+    /// `regress`, for lookarounds and backreferences: backtracking.
+    Backtracking(regress::Regex),
+}
+
+impl Regex {
+    /// Whether `value` matches somewhere (not anchored).
+    pub fn is_match(&self, value: &str) -> bool {
+        match &self.engine {
+            Engine::Linear(regex) => regex.is_match(value),
+            Engine::Backtracking(regex) => regex.find(value).is_some(),
+        }
+    }
+
+    /// Whether matching takes time linear in the value (the `regex` crate's engine); `false`
+    /// when the pattern needs the backtracking one (a lookaround or a backreference).
+    pub fn is_linear(&self) -> bool {
+        matches!(self.engine, Engine::Linear(_))
+    }
+}
+
+/// Compiles `source`: `Err` is the engine's reason (for a message), or a limit it exceeds.
+pub fn compile(source: &str) -> Result<Regex, String> {
+    within_limits(source)?;
+    let backtracking = regress::Regex::with_flags(source, "u")
+        .or_else(|unicode| regress::Regex::new(source).map_err(|_| unicode.to_string()))?;
+    let linear = syntax::parse(source)
+        .and_then(|tree| syntax::to_regex(&tree))
+        .ok()
+        .and_then(|translated| {
+            regex::RegexBuilder::new(&translated)
+                .size_limit(LINEAR_SIZE_LIMIT)
+                .build()
+                .ok()
+        });
+    Ok(Regex {
+        engine: match linear {
+            Some(regex) => Engine::Linear(regex),
+            None => Engine::Backtracking(backtracking),
+        },
+    })
+}
+
+/// The most memory one pattern's linear automaton may take; a larger one (counted repetitions
+/// in the thousands) is matched by the backtracking engine.
+const LINEAR_SIZE_LIMIT: usize = 4 << 20;
+
+/// Whether `source` nests an unbounded repetition inside another repetition (`^(a+)+$`,
+/// `(\w+\s?)*`): exponential on backtracking engines (most validators, browsers, clients), and
+/// on the generated server when the pattern also needs backtracking (a lookaround or a
+/// backreference: `!compile(source)?.is_linear()`). `None` when the pattern is not one this
+/// module parses.
+pub fn nested_quantifier(source: &str) -> Option<bool> {
+    syntax::parse(source)
+        .ok()
+        .map(|tree| syntax::nested_quantifier(&tree))
+}
+
+/// Whether `source` has a lookaround or a backreference, which only a backtracking engine
+/// matches. `None` when the pattern is not one this module parses.
+pub fn needs_backtracking(source: &str) -> Option<bool> {
+    syntax::parse(source)
+        .ok()
+        .map(|tree| syntax::needs_backtracking(&tree))
+}
+
+/// The most `|` a pattern may have: `regress` nests alternatives one level each, and compiling a
+/// few thousand overflows a 2 MiB stack (a test thread's, a tokio worker's) in a debug build.
+pub const MAX_ALTERNATIVES: usize = 1000;
+
+/// The deepest lookarounds may nest: `regress` matches each one in a nested call, and about 24
+/// overflow a 2 MiB stack in a debug build.
+pub const MAX_LOOKAROUND_DEPTH: usize = 8;
+
+/// Refuses patterns whose structure would exhaust the stack of the engine (which aborts the
+/// process, not a panic): too many alternatives, lookarounds nested too deep. A scan
+/// of the source, not a parse: `\` escapes and `[…]` classes are skipped, anything malformed is
+/// left to the engine to refuse.
+fn within_limits(source: &str) -> Result<(), String> {
+    let (mut alternatives, mut groups, mut depth) = (0usize, Vec::new(), 0usize);
+    let mut chars = source.chars();
+    let mut class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            ']' if class => class = false,
+            _ if class => {}
+            '[' => class = true,
+            '|' => alternatives += 1,
+            '(' => {
+                let mut ahead = chars.clone();
+                let lookaround = ahead.next() == Some('?')
+                    && match ahead.next() {
+                        Some('=' | '!') => true,
+                        Some('<') => matches!(ahead.next(), Some('=' | '!')),
+                        _ => false,
+                    };
+                groups.push(lookaround);
+                if lookaround {
+                    depth += 1;
+                    if depth > MAX_LOOKAROUND_DEPTH {
+                        return Err(format!(
+                            "lookarounds nested deeper than {MAX_LOOKAROUND_DEPTH}"
+                        ));
+                    }
+                }
+            }
+            ')' => depth -= usize::from(groups.pop() == Some(true)),
+            _ => {}
+        }
+    }
+    if alternatives > MAX_ALTERNATIVES {
+        return Err(format!(
+            "more than {MAX_ALTERNATIVES} alternatives, more than the engine's stack allows"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unicode_patterns_and_annex_b_escapes_compile_and_match_anywhere() {
+        let digits = compile("^[0-9]{4}$").unwrap();
+        assert!(digits.is_match("1234") && !digits.is_match("12345"));
+        assert!(compile("[a-z]").unwrap().is_match("ABCd"), "not anchored");
+        assert!(compile("^(?=.*[0-9]).{8,}$").unwrap().is_match("abcdefg1"));
+        // Code points with `u`: one `.` is one emoji.
+        assert!(compile("^.$").unwrap().is_match("😀"));
+        // PayPal's `\-` and `\!` inside classes: Annex B, read without `u`.
+        let legacy = compile(r#"^[a-zA-Z0-9_'\-., :;\!?"]*$"#).unwrap();
+        assert!(legacy.is_match("it's ok - yes!"));
+        assert!(!legacy.is_match("no <tags>"));
+        assert!(compile("(unclosed").is_err());
+        assert!(compile("[").is_err());
+    }
+
+    #[test]
+    fn patterns_that_would_exhaust_the_stack_are_refused() {
+        let alternatives = "a|".repeat(MAX_ALTERNATIVES + 1) + "a";
+        assert!(compile(&alternatives).unwrap_err().contains("alternatives"));
+        let deep =
+            "(?=".repeat(MAX_LOOKAROUND_DEPTH + 1) + "a" + &")".repeat(MAX_LOOKAROUND_DEPTH + 1);
+        assert!(compile(&deep).unwrap_err().contains("lookarounds"));
+        assert!(compile(&("a|".repeat(MAX_ALTERNATIVES) + "b")).is_ok());
+        // Escaped and in classes, `|` and `(?=` are characters; groups that are not lookarounds
+        // (`(?:`, `(?<name>`) do not count towards their depth.
+        let escaped = "\\|[|]".repeat(MAX_ALTERNATIVES) + "x";
+        assert!(within_limits(&escaped).is_ok());
+        assert!(within_limits(&"[(?=]\\(?=".repeat(20)).is_ok());
+        assert!(within_limits(&"(?:(?<n>(?<!a)".repeat(8)).is_ok());
+        assert!(within_limits(&"(?<!(?<=".repeat(5)).is_err());
+        // Siblings do not nest.
+        assert!(within_limits(&"(?=a)".repeat(100)).is_ok());
+    }
+
+    /// The linear engine agrees with `regress` on every pattern it takes: ECMA-262's `.` (no
+    /// line terminator), ASCII `\d`, `\w` and `\b`, its `\s`, classes, escapes, counted
+    /// repetition, alternation, anchors, Annex B braces; lookarounds and backreferences stay
+    /// on `regress`.
+    #[test]
+    fn the_linear_engine_matches_as_regress_does() {
+        let patterns = [
+            "^[A-Z]{3}-[0-9]{4}$",
+            "^SKU-[0-9]{4}$",
+            r"^\d+$",
+            r"^\w+$",
+            r"^\s*$",
+            r"^\S+$",
+            r"^[^\d\s]+$",
+            r"\bcat\b",
+            r"\Bat",
+            "^.+$",
+            "^a.c$",
+            "^(ab|cd)+$",
+            "^(?:x|y){2,3}$",
+            "^a{2,}$",
+            "a{,3}",
+            "x{y}",
+            r"^\x41\u0042\u{43}$",
+            r"^[\t\n\r\v\f]$",
+            r"^\.\*\+\?\(\)\[\]\{\}\|\^\$\/$",
+            r#"^[a-zA-Z0-9_'\-., :;\!?"]*$"#,
+            "^[é-ü]+$",
+            "^😀+$",
+            "^(?<year>[0-9]{4})-(?<month>[0-9]{2})$",
+            "^a*?b$",
+            "[-a]",
+            "[a-]",
+            r"^[\b]$",
+            "^$",
+            "|a",
+            r"\cJ",
+            "]",
+        ];
+        let values = [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "a.c",
+            "a\nc",
+            "a\rc",
+            "a\u{2028}c",
+            "ABC-1234",
+            "SKU-0042",
+            "123",
+            "١٢٣",
+            "abc_1",
+            "é",
+            "ü",
+            "ß",
+            " ",
+            "\t",
+            "\u{a0}",
+            "\u{3000}",
+            "\u{feff}",
+            "\u{85}",
+            "a cat sat",
+            "concatenate",
+            "xyxy",
+            "xy",
+            "xxx",
+            "aa",
+            "aaaa",
+            "x{y}",
+            "ABC",
+            "\n",
+            "\u{0b}",
+            ".*+?()[]{}|^$/",
+            "it's ok - yes!",
+            "no <tags>",
+            "éü",
+            "😀😀",
+            "2026-12",
+            "aaab",
+            "-",
+            "\u{8}",
+            "]",
+            "J",
+            "\u{a}",
+        ];
+        for pattern in patterns {
+            let compiled = compile(pattern).unwrap();
+            assert!(compiled.is_linear(), "{pattern} is regular");
+            let reference = regress::Regex::with_flags(pattern, "u")
+                .or_else(|_| regress::Regex::new(pattern))
+                .unwrap();
+            for value in values {
+                assert_eq!(
+                    compiled.is_match(value),
+                    reference.find(value).is_some(),
+                    "{pattern:?} on {value:?}"
+                );
+            }
+        }
+        for backtracking in ["^(?=.*[0-9]).{8,}$", r"^(a)\1$", "(?<!x)y", r"^\p{L}+$"] {
+            assert!(
+                !compile(backtracking).unwrap().is_linear(),
+                "{backtracking}"
+            );
+        }
+    }
+
+    /// `^(a+)+$` against a value that almost matches: exponential on a backtracking engine
+    /// (26 characters took 4.7 s), one pass here, at any length.
+    #[test]
+    fn nested_quantifiers_match_in_linear_time() {
+        let pattern = compile("^(a+)+$").unwrap();
+        assert!(pattern.is_linear());
+        for length in [41, 10_000, 200_000] {
+            let hostile = "a".repeat(length) + "!";
+            let started = std::time::Instant::now();
+            assert!(!pattern.is_match(&hostile));
+            assert!(pattern.is_match(&hostile[..length]));
+            // A bound far above one pass (microseconds) and far below a backtracking run
+            // (which at 41 characters would take hours): the test fails by not ending.
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{length}"
+            );
+        }
+    }
+
+    #[test]
+    fn nested_quantifiers_are_told() {
+        for nested in [
+            "^(a+)+$",
+            "(a*)*",
+            r"^(\w+\s?)*$",
+            "([a-z]+)*x",
+            "(?:(a|b)+c?)+",
+            "(-[a-z-]+)*",
+        ] {
+            assert_eq!(nested_quantifier(nested), Some(true), "{nested}");
+        }
+        for plain in [
+            "^a+$",
+            "^(ab)+$",
+            r"^(\d{3})+$",
+            "(a+){2}",
+            "^[a-z]+(-[a-z]+)*$",
+            r"^\w+(\.\w+)*@\w+$",
+            r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]+$",
+            "(a+)?",
+        ] {
+            assert_eq!(nested_quantifier(plain), Some(false), "{plain}");
+        }
+        assert_eq!(needs_backtracking("^(?=a)"), Some(true));
+        assert_eq!(needs_backtracking("^a$"), Some(false));
+    }
+}
