@@ -4,11 +4,15 @@
 //! it has no body timeout, no connection limit and no shutdown deadline. [`serve`] is the same
 //! loop (hyper-util's HTTP/1.1 + HTTP/2 `auto` connection per accepted socket) with them:
 //!
-//! - **connection limit** ([`ServeConfig::max_connections`]): a semaphore permit is taken
-//!   *before* `accept`, so beyond the limit new connections **wait** in the kernel's accept queue
-//!   (they are not refused by us; the kernel drops SYNs once its backlog is full, and the client's
-//!   connect timeout bounds the wait). The process never holds more accepted sockets than the
-//!   limit, whatever arrives, so the descriptors left stay for the pools.
+//! - **connection limit** ([`ServeConfig::max_connections`]), **fair**: the server holds at most
+//!   that many connections, plus the one that just arrived. When every slot is taken, the next
+//!   connection is accepted and the connection that has made no progress for the longest (no
+//!   request in flight: one that never completed a request head, an HTTP/2 connection with no
+//!   open stream, a kept-alive HTTP/1 connection between requests) is closed to make room for
+//!   it. Connections idle, stalled or sending only PINGs cannot hold the slots others need,
+//!   however many there are; only connections with a request in flight are never closed for
+//!   room, and when all of them are, the new connection waits for one to end. Per-peer limits
+//!   would not replace this: behind a proxy or a NAT every client has one address.
 //! - **header read timeout** ([`ServeConfig::header_read_timeout`]): hyper's HTTP/1 timer,
 //!   which also runs between requests on a kept-alive connection; and a deadline of ours for the
 //!   first request of every connection, which covers what hyper's timer does not (a socket that
@@ -21,9 +25,11 @@
 //!   with axum's extractors answers what they answer, 400). A total deadline, not an idle one between
 //!   chunks, so a client trickling a byte a second is cut off too.
 //! - **idle timeout** ([`ServeConfig::idle_timeout`]): a connection with no request in flight
-//!   and no bytes read or written for this long is closed (HTTP/2 included, where hyper has no
-//!   such timer). An idle HTTP/1 connection is closed by whichever of this and the header read
-//!   timeout is shorter.
+//!   for this long since its last request ended is closed, HTTP/2 included, where hyper has no
+//!   such timer; frames that are not requests (PING, SETTINGS, WINDOW_UPDATE) do not count. An
+//!   idle HTTP/1 connection is closed by whichever of this and the header read timeout is
+//!   shorter. A response counts as in flight until its body is written; one whose reader takes
+//!   nothing for this long (no byte written or read) is closed too.
 //! - **graceful shutdown with a deadline** ([`ServeConfig::shutdown_grace`]): when `shutdown`
 //!   completes, the listener is closed (new connections are refused by the kernel), every
 //!   connection is told to finish (HTTP/1: close after the response in progress; HTTP/2:
@@ -47,13 +53,15 @@
 //! Nothing here logs per connection above DEBUG: a thousand slow clients are a thousand DEBUG
 //! lines, not WARN lines. Accept errors (`EMFILE`) are logged at WARN at most once a second.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -65,7 +73,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
@@ -84,9 +92,12 @@ pub struct ServeConfig {
     /// How long a connection may stay open with no request in flight and no traffic. Default
     /// 60 s (an idle HTTP/1 connection is closed after `header_read_timeout` already).
     pub idle_timeout: Duration,
-    /// How many connections are served at once; further ones wait in the kernel's accept queue
-    /// until one closes. Default 512. Keep it below the descriptor limit (`ulimit -n`) minus the
-    /// database pools and some slack: every connection is one descriptor.
+    /// How many connections are served at once. Beyond it, the arrival takes the slot of the
+    /// connection that has made no progress for the longest (no request in flight), which is
+    /// closed; when every connection has a request in flight, the arrival waits (with those
+    /// behind it in the kernel's accept queue) until one ends. Default 512. Keep it below the
+    /// descriptor limit (`ulimit -n`) minus the database pools and some slack: every connection
+    /// is one descriptor, and one more is held for the arrival.
     pub max_connections: usize,
     /// After the shutdown signal, how long connections may take to finish before they are
     /// dropped. Default 25 s, below the 30 s after which Kubernetes (and systemd's default
@@ -130,13 +141,11 @@ pub async fn serve(
     let mut last_accept_warning: Option<Instant> = None;
     tokio::pin!(shutdown);
     tracing::debug!(%local, ?config, "serving");
+    let slots = Arc::new(Slots::default());
     loop {
         while connections.try_join_next().is_some() {}
-        // The permit first: beyond the limit, connections wait in the kernel's queue.
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = Arc::clone(&permits).acquire_owned() => permit.expect("never closed"),
-        };
+        // A free slot, or the arrival first and then the slot of a connection making no progress.
+        let free = Arc::clone(&permits).try_acquire_owned().ok();
         let (stream, peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -147,11 +156,24 @@ pub async fn serve(
                         tracing::warn!(error = %e, "accepting a connection failed");
                         last_accept_warning = Some(Instant::now());
                     }
-                    drop(permit);
+                    drop(free);
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
             },
+        };
+        let permit = match free {
+            Some(permit) => permit,
+            None => {
+                let made = tokio::select! {
+                    () = &mut shutdown => None,
+                    permit = make_room(&slots, &permits) => Some(permit),
+                };
+                match made {
+                    Some(permit) => permit,
+                    None => break,
+                }
+            }
         };
         let _ = stream.set_nodelay(true);
         let connection = Connection {
@@ -159,6 +181,7 @@ pub async fn serve(
             router: router.clone(),
             config: config.clone(),
             stop: stop_rx.clone(),
+            slots: Arc::clone(&slots),
         };
         connections.spawn(async move {
             connection.run(stream, peer).await;
@@ -214,64 +237,234 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown signal received");
 }
 
+/// The connections being served, for [`make_room`] to choose from.
+#[derive(Default)]
+struct Slots {
+    open: Mutex<HashMap<u64, Arc<Activity>>>,
+    next: AtomicU64,
+}
+
+impl Slots {
+    fn register(&self, activity: Arc<Activity>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, activity);
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// The connection without a request in flight whose last progress (its last request's
+    /// end, else its accept) is the oldest, not yet told to close.
+    fn least_progressing(&self) -> Option<Arc<Activity>> {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.values()
+            .filter(|a| {
+                a.in_flight.load(Ordering::Relaxed) == 0 && !a.evicted.load(Ordering::Relaxed)
+            })
+            .min_by_key(|a| a.progress_at())
+            .cloned()
+    }
+}
+
+/// A connection's place in [`Slots`], given back when dropped.
+struct Registered {
+    slots: Arc<Slots>,
+    id: u64,
+}
+
+impl Registered {
+    fn new(slots: Arc<Slots>, activity: Arc<Activity>) -> Registered {
+        let id = slots.register(activity);
+        Registered { slots, id }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.slots.remove(self.id);
+    }
+}
+
+/// A slot for the connection just accepted while every slot is taken: the connection making no
+/// progress for the longest is told to close, and its slot taken when it has; when every
+/// connection has a request in flight, the first slot that frees up.
+async fn make_room(slots: &Slots, permits: &Arc<Semaphore>) -> tokio::sync::OwnedSemaphorePermit {
+    loop {
+        if let Some(victim) = slots.least_progressing() {
+            victim.evicted.store(true, Ordering::Relaxed);
+            victim.evict.notify_one();
+        }
+        // The victim closes within a wake-up; or a request ends somewhere; else look again.
+        let waited = tokio::time::timeout(
+            Duration::from_millis(50),
+            Arc::clone(permits).acquire_owned(),
+        )
+        .await;
+        if let Ok(permit) = waited {
+            return permit.expect("never closed");
+        }
+    }
+}
+
 /// One accepted connection's share of the server.
 struct Connection {
     builder: Arc<Builder<TokioExecutor>>,
     router: axum::Router,
     config: ServeConfig,
     stop: watch::Receiver<bool>,
+    slots: Arc<Slots>,
 }
 
-/// What the watchdog of one connection reads: requests in flight and started, last traffic.
+/// What the watchdog of one connection and [`make_room`] read: requests in flight and started,
+/// the last progress (a request's start or end) and the last traffic.
 struct Activity {
     opened: Instant,
     /// Milliseconds since `opened` of the last byte read or written.
     last_io_ms: AtomicU64,
+    /// Milliseconds since `opened` of the last request's start or end.
+    last_progress_ms: AtomicU64,
+    /// Requests whose handler runs or whose response body is being written.
     in_flight: AtomicUsize,
+    /// Responses whose body is being written.
+    responding: AtomicUsize,
     started: AtomicUsize,
+    /// Told to close to make room ([`make_room`]).
+    evicted: AtomicBool,
+    evict: Notify,
 }
 
 impl Activity {
-    fn touch(&self) {
-        let now = self.opened.elapsed().as_millis() as u64;
-        self.last_io_ms.store(now, Ordering::Relaxed);
+    fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            last_io_ms: AtomicU64::new(0),
+            last_progress_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            responding: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            evicted: AtomicBool::new(false),
+            evict: Notify::new(),
+        }
     }
 
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last_io_ms.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn progressed(&self) {
+        self.last_progress_ms
+            .store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    fn progress_at(&self) -> Instant {
+        self.opened + Duration::from_millis(self.last_progress_ms.load(Ordering::Relaxed))
+    }
+
+    /// How long since a byte was read or written.
     fn quiet_for(&self) -> Duration {
         let last = Duration::from_millis(self.last_io_ms.load(Ordering::Relaxed));
         self.opened.elapsed().saturating_sub(last)
     }
+
+    /// How long since a request started or ended.
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_progress_ms.load(Ordering::Relaxed));
+        self.opened.elapsed().saturating_sub(last)
+    }
 }
 
-/// Decrements the in-flight count when a request's handler future ends or is dropped.
-struct InFlight(Arc<Activity>);
+/// Counts a request in flight until its handler's future is dropped without an answer, or the
+/// answer's body has been written (or dropped).
+struct InFlight {
+    activity: Arc<Activity>,
+    responding: bool,
+}
+
+impl InFlight {
+    fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        activity.started.fetch_add(1, Ordering::Relaxed);
+        activity.progressed();
+        InFlight {
+            activity: Arc::clone(activity),
+            responding: false,
+        }
+    }
+
+    fn responding(mut self) -> InFlight {
+        self.activity.responding.fetch_add(1, Ordering::Relaxed);
+        self.responding = true;
+        self
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.0.touch();
+        if self.responding {
+            self.activity.responding.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.activity.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.activity.progressed();
+        self.activity.touch();
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it is written or dropped.
+struct Answering {
+    inner: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Answering {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
 impl Connection {
     async fn run(self, stream: TcpStream, peer: SocketAddr) {
-        let activity = Arc::new(Activity {
-            opened: Instant::now(),
-            last_io_ms: AtomicU64::new(0),
-            in_flight: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
-        });
+        let activity = Arc::new(Activity::new());
+        // Out of the registry however the connection ends (aborted at the shutdown deadline too).
+        let _registered = Registered::new(Arc::clone(&self.slots), Arc::clone(&activity));
+        self.serve(stream, peer, &activity).await;
+    }
+
+    async fn serve(self, stream: TcpStream, peer: SocketAddr, activity: &Arc<Activity>) {
         let io = TokioIo::new(Tracked {
             inner: stream,
-            activity: Arc::clone(&activity),
+            activity: Arc::clone(activity),
         });
         let router = self.router;
         let body_timeout = self.config.body_read_timeout;
-        let seen = Arc::clone(&activity);
+        let seen = Arc::clone(activity);
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
-            seen.in_flight.fetch_add(1, Ordering::Relaxed);
-            seen.started.fetch_add(1, Ordering::Relaxed);
-            let guard = InFlight(Arc::clone(&seen));
+            let guard = InFlight::start(&seen);
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
@@ -282,8 +475,14 @@ impl Connection {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
-                drop(guard);
-                Ok::<_, Infallible>(response)
+                // In flight until the body is written, so a response being sent is never idle.
+                let guard = guard.responding();
+                Ok::<_, Infallible>(response.map(|inner| {
+                    Body::new(Answering {
+                        inner,
+                        _in_flight: guard,
+                    })
+                }))
             }
         });
         let conn = self.builder.serve_connection_with_upgrades(io, service);
@@ -315,13 +514,28 @@ impl Connection {
                         conn.as_mut().graceful_shutdown();
                     }
                 }
+                () = activity.evict.notified() => {
+                    // Chosen to make room; a request that started since is let finish.
+                    if activity.in_flight.load(Ordering::Relaxed) == 0 {
+                        tracing::debug!(%peer, "closing a connection without progress to make room");
+                        return;
+                    }
+                    activity.evicted.store(false, Ordering::Relaxed);
+                }
                 _ = watchdog.tick() => {
                     if activity.in_flight.load(Ordering::Relaxed) > 0 {
+                        // A reader that takes nothing of its response for this long.
+                        let stalled = activity.responding.load(Ordering::Relaxed) > 0
+                            && activity.quiet_for() >= self.config.idle_timeout;
+                        if stalled {
+                            tracing::debug!(%peer, "closing a connection whose reader stalled");
+                            return;
+                        }
                         continue;
                     }
                     let first_late = activity.started.load(Ordering::Relaxed) == 0
                         && activity.opened.elapsed() >= self.config.header_read_timeout;
-                    let idle = activity.quiet_for() >= self.config.idle_timeout;
+                    let idle = activity.idle_for() >= self.config.idle_timeout;
                     if first_late || idle {
                         tracing::debug!(%peer, first_late, idle, "closing a quiet connection");
                         return;
