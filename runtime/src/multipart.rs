@@ -26,13 +26,20 @@ pub(crate) struct Part {
 }
 
 /// The `boundary` parameter of a `multipart/form-data` content type (RFC 2046: 1–70 characters).
+/// Given twice it is refused: a proxy that reads the other one would see other parts than the
+/// server (RFC 2045 allows each parameter once).
 pub(crate) fn boundary(content_type: &str) -> Result<String, String> {
     let (_, params) = content_type.split_once(';').unwrap_or((content_type, ""));
-    let boundary = parameters(params)?
+    let mut boundaries = parameters(params)?
         .into_iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("boundary"))
-        .map(|(_, v)| v)
+        .filter(|(k, _)| k.eq_ignore_ascii_case("boundary"))
+        .map(|(_, v)| v);
+    let boundary = boundaries
+        .next()
         .ok_or("the multipart Content-Type has no `boundary` parameter")?;
+    if boundaries.next().is_some() {
+        return Err("the multipart Content-Type gives `boundary` more than once".to_string());
+    }
     if boundary.is_empty() || boundary.len() > 70 || !boundary.bytes().all(is_bchar) {
         return Err(
             "the multipart boundary must be 1 to 70 characters of RFC 2046's set".to_string(),
@@ -695,6 +702,13 @@ mod tests {
                 .contains("no `boundary`")
         );
         assert!(boundary("multipart/form-data; boundary=").is_err());
+        // Twice, the same or not: which one a proxy reads is not ours to guess.
+        for twice in [
+            "multipart/form-data; boundary=a; boundary=b",
+            "multipart/form-data; boundary=a; BOUNDARY=a",
+        ] {
+            assert!(boundary(twice).unwrap_err().contains("more than once"), "{twice}");
+        }
         assert!(boundary(&format!("multipart/form-data; boundary={}", "x".repeat(71))).is_err());
         assert!(boundary("multipart/form-data; boundary=\"open").is_err());
         assert!(boundary("multipart/form-data; boundary=a\u{1}b").is_err());
