@@ -707,7 +707,10 @@ mod tests {
             "multipart/form-data; boundary=a; boundary=b",
             "multipart/form-data; boundary=a; BOUNDARY=a",
         ] {
-            assert!(boundary(twice).unwrap_err().contains("more than once"), "{twice}");
+            assert!(
+                boundary(twice).unwrap_err().contains("more than once"),
+                "{twice}"
+            );
         }
         assert!(boundary(&format!("multipart/form-data; boundary={}", "x".repeat(71))).is_err());
         assert!(boundary("multipart/form-data; boundary=\"open").is_err());
