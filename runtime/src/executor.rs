@@ -487,7 +487,7 @@ pub(crate) struct Phases {
 }
 
 tokio::task_local! {
-    /// The phases of the attempt running in this task (see [`Executor::execute_observed`]).
+    /// The phases of the attempt running in this task (see [`Executor::execute_finished`]).
     static PHASES: std::cell::Cell<Phases>;
 }
 
@@ -863,7 +863,8 @@ impl<S: Store> Executor<S> {
         E: Send + 'static,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
     {
-        self.execute_observed(request, handler).await.0
+        self.execute_finished(request, handler, |result, _| result)
+            .await
     }
 
     /// [`Executor::execute`], and how long its phases took. The attempt's task runs in the
@@ -871,15 +872,23 @@ impl<S: Store> Executor<S> {
     /// `idemgen.claim`, `idemgen.handler`, `idemgen.complete`, and `idemgen.replay` or
     /// `idemgen.read` where a stored record is turned into the answer. No span field names the
     /// key, the token or the owner.
-    pub(crate) async fn execute_observed<R, E, F>(
+    ///
+    /// `finish` turns the result and the phases into the caller's answer, and runs where the
+    /// attempt ran: in the attempt's own task when it had one, so that an attempt whose caller
+    /// went away (a client that disconnected) is still finished there, logged and counted as
+    /// any other; in the caller's task for an answer read without one (a replay).
+    pub(crate) async fn execute_finished<R, E, F, G, T>(
         &self,
         request: IdempotentRequest,
         handler: F,
-    ) -> (Result<Outcome<R>, ExecuteError<E>>, Phases)
+        finish: G,
+    ) -> T
     where
         R: ResponseCodec,
         E: Send + 'static,
         F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, R, E> + Send + 'static,
+        G: FnOnce(Result<Outcome<R>, ExecuteError<E>>, Phases) -> T + Send + 'static,
+        T: Send + 'static,
     {
         // A replay the store can tell by one read is answered here, in the caller's task: the
         // look writes nothing, so there is nothing a cancellation could leave halfway, and no
@@ -891,11 +900,14 @@ impl<S: Store> Executor<S> {
                 claim: Some(looked.elapsed()),
                 ..Phases::default()
             };
-            return (answer, phases);
+            return finish(answer, phases);
         }
         let this = self.clone();
         let scope = request.scope.clone();
         let token = ClaimToken::generate();
+        // The task takes `finish` once the attempt is over; a panicking handler leaves it here.
+        let finish = Arc::new(std::sync::Mutex::new(Some(finish)));
+        let finish_in_task = Arc::clone(&finish);
         let task = tokio::spawn(
             PHASES
                 .scope(std::cell::Cell::new(Phases::default()), async move {
@@ -904,19 +916,34 @@ impl<S: Store> Executor<S> {
                         Strategy::InTransaction => this.run_in_tx(request, token, handler).await,
                     };
                     tracing::debug!(outcome = outcome_label(&result), "attempt finished");
-                    (result, PHASES.with(std::cell::Cell::get))
+                    let phases = PHASES.with(std::cell::Cell::get);
+                    // No await from here on: `finish` runs whole once taken.
+                    let finish = finish_in_task
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
+                    finish.map(|finish| finish(result, phases))
                 })
                 .in_current_span(),
         );
-        match task.await {
-            Ok(observed) => observed,
-            Err(join) => {
-                // The handler panicked: its transaction was dropped (rolled back); free the key.
-                self.release_quiet(&scope, token).await;
+        let join = match task.await {
+            Ok(Some(finished)) => return finished,
+            Ok(None) => None,
+            Err(join) => Some(join),
+        };
+        // The handler panicked: its transaction was dropped (rolled back); free the key.
+        self.release_quiet(&scope, token).await;
+        let finish = finish.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match (finish, join) {
+            (Some(finish), join) => {
+                let why = join.map(|j| j.to_string()).unwrap_or_default();
                 let problem = Problem::new(ProblemKind::Internal)
-                    .with_internal(format!("idempotent attempt panicked: {join}"));
-                (Err(problem.into()), Phases::default())
+                    .with_internal(format!("idempotent attempt panicked: {why}"));
+                finish(Err(problem.into()), Phases::default())
             }
+            // `finish` itself panicked, in the task: the caller's task panics as it would have.
+            (None, Some(join)) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            (None, _) => unreachable!("the attempt's task ends only through `finish` or a panic"),
         }
     }
 

@@ -530,27 +530,41 @@ where
     };
     let api = Arc::clone(&server.api);
     let resource_ref = Op::resource_ref(&request);
-    let (result, phases) = server
+    let logged_owner = owner.clone();
+    server
         .executor
-        .execute_observed(attempt, move |tx: &mut TxHandle<S>| {
-            Box::pin(async move {
-                let owner = principal.owner.clone();
-                match Op::handle(&api, &principal, tx, request).await {
-                    Ok(response) => {
-                        tombstone::<Op, S>(tx, &owner, &resource_ref).await?;
-                        response
-                            .encode()
-                            .map(Reply::Fresh)
-                            .map_err(|e| HandlerError::Internal(Box::new(e)))
+        .execute_finished(
+            attempt,
+            move |tx: &mut TxHandle<S>| {
+                Box::pin(async move {
+                    let owner = principal.owner.clone();
+                    match Op::handle(&api, &principal, tx, request).await {
+                        Ok(response) => {
+                            tombstone::<Op, S>(tx, &owner, &resource_ref).await?;
+                            response
+                                .encode()
+                                .map(Reply::Fresh)
+                                .map_err(|e| HandlerError::Internal(Box::new(e)))
+                        }
+                        Err(e) => Err(e),
                     }
-                    Err(e) => Err(e),
-                }
-            })
-        })
-        .await;
-    let (outcome, response) = respond_idempotent::<Op>(result);
-    log_timed(Op::ID, &owner, outcome, response.status(), started, phases);
-    response
+                })
+            },
+            // In the attempt's task: logged and counted even when the client is gone.
+            move |result, phases| {
+                let (outcome, response) = respond_idempotent::<Op>(result);
+                log_timed(
+                    Op::ID,
+                    &logged_owner,
+                    outcome,
+                    response.status(),
+                    started,
+                    phases,
+                );
+                response
+            },
+        )
+        .await
 }
 
 fn respond_idempotent<Op: Operation>(

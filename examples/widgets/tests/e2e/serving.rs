@@ -421,6 +421,97 @@ async fn moves_only(base: &str, outcome: &str, step: impl std::future::Future<Ou
     }
 }
 
+/// A create whose client disconnects while its write is blocked: the attempt runs on in its own
+/// task and commits once, and that one write is logged (one request line) and counted (one
+/// `executed`), as every executed attempt is. Both strategies.
+async fn a_create_whose_client_left_is_logged_and_counted(strategy: &str) {
+    let db = fresh_db().await;
+    let log = std::env::temp_dir().join(format!("widgets-left-{}.txt", uuid::Uuid::new_v4()));
+    let server = Server::start_with(
+        &db,
+        &[("RUST_LOG", "info"), ("WIDGETS_STRATEGY", strategy)],
+        Launch {
+            log: Some(log.clone()),
+            ..Launch::default()
+        },
+    )
+    .await;
+    let base = server.base.clone();
+    let before = create_counts(&base).await;
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let body = r#"{"name":"Left behind"}"#;
+    let request = format!(
+        "POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok1\r\nIdempotency-Key: left-1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = TcpStream::connect(addr(&server)).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&db, "SELECT count(*) FROM pg_locks WHERE NOT granted").await == 0 {
+        assert!(Instant::now() < deadline, "the write never blocked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The client leaves with the handler in the write; then the write may go on.
+    drop(socket);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lock_tx.rollback().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let executed =
+        |m: &std::collections::BTreeMap<String, u64>| m.get("executed").copied().unwrap_or(0);
+    let after = loop {
+        let after = create_counts(&base).await;
+        if executed(&after) > executed(&before) {
+            break after;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the executed attempt was never counted: {after:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        executed(&after),
+        executed(&before) + 1,
+        "{before:?} → {after:?}"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM widgets WHERE name = 'Left behind'"
+        )
+        .await,
+        1,
+        "the attempt did not commit once"
+    );
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("operation=\"createWidget\"") && l.contains("outcome=\"executed\""))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one request line for the one write:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_client_left_is_logged_and_counted_separate_claim() {
+    a_create_whose_client_left_is_logged_and_counted("separate-claim").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_client_left_is_logged_and_counted_in_transaction() {
+    a_create_whose_client_left_is_logged_and_counted("in-transaction").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter() {
     let db = fresh_db().await;
