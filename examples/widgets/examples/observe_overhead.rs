@@ -157,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let config = widgets::config::Config::from_lookup(|_| None)?;
     let (router, _server) = widgets::app_and_server(&config, pool).await?;
-    let app = widgets::compose::compose(router, &[], None);
+    let app = widgets::compose::compose(router, &[]);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     tokio::spawn(idemgen_runtime::serve(

@@ -7,7 +7,7 @@
 //!   └ CorsLayer (preflights answered here; `Idempotency-Key` allowed, replay headers exposed)
 //!       └ CompressionLayer (gzip when the client accepts it)
 //!           └ Router: generated routes (`idemgen.request` spans, children of `http.request`)
-//!                     + GET /healthz + GET /metrics
+//!                     + GET /healthz (GET /metrics: on a listener of its own)
 //! ```
 //!
 //! Not here, on purpose: tower-http's `TimeoutLayer` and `RequestBodyLimitLayer`. Both answer
@@ -28,18 +28,10 @@ use tower_http::trace::TraceLayer;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The generated router `api` with the service's own routes and layers. `cors_origins`: the
-/// browser origins allowed to call the API (none: no cross-origin access); `metrics`: the
-/// Prometheus handle `GET /metrics` renders, when a recorder is installed.
-pub fn compose(
-    api: Router,
-    cors_origins: &[HeaderValue],
-    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-) -> Router {
-    let mut router = api.route("/healthz", axum::routing::get(|| async { "ok\n" }));
-    if let Some(handle) = metrics {
-        router = router.merge(crate::metrics_route(handle));
-    }
-    router
+/// browser origins allowed to call the API (none: no cross-origin access). `GET /metrics` is
+/// not here: it is served on a listener of its own ([`crate::serve`]).
+pub fn compose(api: Router, cors_origins: &[HeaderValue]) -> Router {
+    api.route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .layer(CompressionLayer::new())
         .layer(cors(cors_origins))
         .layer(TraceLayer::new_for_http().make_span_with(request_span))

@@ -51,6 +51,10 @@ pub struct Config {
     /// `WIDGETS_METRICS`: `on` (default) installs the Prometheus recorder and serves
     /// `GET /metrics`; `off` installs no recorder (the runtime's metrics cost one atomic load).
     pub metrics: bool,
+    /// `WIDGETS_METRICS_LISTEN`: where `GET /metrics` is served, a listener of its own, never
+    /// the API's (default `127.0.0.1:9464`: this host only; `0.0.0.0:9464` for a scraper on
+    /// another one, kept off the public ingress).
+    pub metrics_listen: SocketAddr,
 }
 
 /// Who a token belongs to.
@@ -158,10 +162,18 @@ impl Config {
             Some("off") => false,
             Some(other) => anyhow::bail!("WIDGETS_METRICS must be on or off, not {other:?}"),
         };
+        let metrics_listen = match get("WIDGETS_METRICS_LISTEN") {
+            Some(v) => v
+                .trim()
+                .parse()
+                .with_context(|| format!("WIDGETS_METRICS_LISTEN: {v:?} is no address"))?,
+            None => SocketAddr::from(([127, 0, 0, 1], 9464)),
+        };
         Ok(Config {
             pooler,
             migration_url,
             metrics,
+            metrics_listen,
             cors_origins,
             database_url,
             serving,
@@ -404,6 +416,16 @@ mod tests {
         let defaults = Config::from_lookup(|_| None).unwrap();
         assert!(defaults.cors_origins.is_empty());
         assert!(defaults.metrics);
+        // Metrics on a loopback listener of their own by default, never the API's.
+        assert_eq!(defaults.metrics_listen, "127.0.0.1:9464".parse().unwrap());
+        assert_ne!(defaults.metrics_listen, defaults.listen);
+        assert_eq!(
+            with("WIDGETS_METRICS_LISTEN", "0.0.0.0:9100")
+                .unwrap()
+                .metrics_listen,
+            "0.0.0.0:9100".parse().unwrap()
+        );
+        assert!(with("WIDGETS_METRICS_LISTEN", "nine").is_err());
         let origins = with(
             "WIDGETS_CORS_ORIGINS",
             " https://a.example, ,https://b.example",

@@ -259,19 +259,45 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         None
     };
     let (router, server) = app_and_server(&config, pool).await?;
-    let router = compose::compose(router, &config.cors_origins, metrics);
+    let router = compose::compose(router, &config.cors_origins);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    // One signal stops both listeners.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // `GET /metrics` on a listener of its own: never on the API's, where anyone could ask for
+    // it (80 bytes in, tens of KB out).
+    let metrics_served = match metrics {
+        Some(handle) => {
+            let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
+                .await
+                .with_context(|| format!("binding {} for metrics", config.metrics_listen))?;
+            tracing::info!(listen = %config.metrics_listen, "metrics listening");
+            let mut stop = stop_rx.clone();
+            Some(tokio::spawn(idemgen_runtime::serve(
+                metrics_listener,
+                metrics_route(handle),
+                idemgen_runtime::ServeConfig {
+                    max_connections: 16,
+                    ..idemgen_runtime::ServeConfig::default()
+                },
+                async move {
+                    let _ = stop.wait_for(|stopped| *stopped).await;
+                },
+            )))
+        }
+        None => None,
+    };
     tracing::info!(listen = %config.listen, "widgets listening");
-    idemgen_runtime::serve(
-        listener,
-        router,
-        config.serving.clone(),
-        idemgen_runtime::shutdown_signal(),
-    )
+    idemgen_runtime::serve(listener, router, config.serving.clone(), async move {
+        idemgen_runtime::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    })
     .await
     .context("serving")?;
+    if let Some(metrics_served) = metrics_served {
+        let _ = metrics_served.await;
+    }
     // Drained: end the executor's lease, so that a claim of a request cut at the deadline is
     // taken over at once by its retry (on another replica) instead of after the lease lapses.
     let _ = tokio::time::timeout(Duration::from_secs(5), server.executor().shutdown()).await;
@@ -296,8 +322,8 @@ pub fn install_metrics() -> anyhow::Result<metrics_exporter_prometheus::Promethe
 }
 
 /// `GET /metrics`: the Prometheus text format (`idemgen_requests{operation, outcome}`,
-/// `idemgen_request_duration_bucket{…}`, `idemgen_claim_duration_bucket{…}`, …). Unauthenticated, as scrapers expect: in production,
-/// expose it on an internal port or keep it from the public ingress.
+/// `idemgen_request_duration_bucket{…}`, `idemgen_claim_duration_bucket{…}`, …). Unauthenticated, as scrapers expect: [`serve`] serves
+/// it on a listener of its own (`WIDGETS_METRICS_LISTEN`), never the API's.
 pub fn metrics_route(handle: metrics_exporter_prometheus::PrometheusHandle) -> axum::Router {
     axum::Router::new().route(
         "/metrics",

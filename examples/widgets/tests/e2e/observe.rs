@@ -2,7 +2,7 @@
 //! layers (`widgets::compose`) served in process by `idemgen_runtime::serve` on loopback, on a
 //! real PostgreSQL. Spans are captured by a `tracing` layer of the test's (hierarchy and fields)
 //! and exported to OpenTelemetry's in-memory exporter (the caller's `traceparent`); the phase
-//! histograms are read from the binary's `GET /metrics`.
+//! histograms are read from the binary's `GET /metrics` (its metrics listener).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -107,7 +107,7 @@ async fn composed(strategy: &str) -> Composed {
     })
     .expect("configuration");
     let (router, _server) = widgets::app_and_server(&config, pool).await.expect("app");
-    let app = widgets::compose::compose(router, &config.cors_origins, None);
+    let app = widgets::compose::compose(router, &config.cors_origins);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -501,6 +501,7 @@ async fn phase_histograms_move_for_executions_and_replays_record_no_handler_time
         let db = fresh_db().await;
         let server = Server::start(&db, &[("WIDGETS_STRATEGY", strategy)]).await;
         let base = server.base.as_str();
+        let metrics = server.metrics.as_str();
         let phases = [
             "idemgen_claim_duration",
             "idemgen_handler_duration",
@@ -509,8 +510,8 @@ async fn phase_histograms_move_for_executions_and_replays_record_no_handler_time
         let mut before = Vec::new();
         for name in phases {
             before.push((
-                histogram(base, name, "executed").await,
-                histogram(base, name, "replayed").await,
+                histogram(metrics, name, "executed").await,
+                histogram(metrics, name, "replayed").await,
             ));
         }
         let key = format!("phases-{strategy}");
@@ -518,22 +519,22 @@ async fn phase_histograms_move_for_executions_and_replays_record_no_handler_time
         assert_eq!(answer.status, 201, "{strategy}");
         let mut executed = Vec::new();
         for (name, (was, _)) in phases.iter().zip(&before) {
-            let now = histogram(base, name, "executed").await;
+            let now = histogram(metrics, name, "executed").await;
             assert_eq!(now.0, was.0 + 1, "{strategy}: {name} counts the execution");
             assert!(now.1 > was.1, "{strategy}: {name} has time in it");
             executed.push(now);
         }
         let replay = create(base, "tok1", &key, serde_json::json!({"name": "Timed"})).await;
         assert!(replay.replayed(), "{strategy}");
-        let claim = histogram(base, phases[0], "replayed").await;
+        let claim = histogram(metrics, phases[0], "replayed").await;
         assert_eq!(claim.0, (before[0].1).0 + 1, "{strategy}: a replay claims");
         for (i, name) in phases.iter().enumerate().skip(1) {
             assert_eq!(
-                histogram(base, name, "replayed").await.0,
+                histogram(metrics, name, "replayed").await.0,
                 (before[i].1).0,
                 "{strategy}: a replay records no {name}"
             );
-            assert_eq!(histogram(base, name, "executed").await, executed[i]);
+            assert_eq!(histogram(metrics, name, "executed").await, executed[i]);
         }
         drop(server);
     }

@@ -401,13 +401,14 @@ async fn create_counts(base: &str) -> std::collections::BTreeMap<String, u64> {
     out
 }
 
-/// Runs `step`, then checks that only `outcome`'s counter moved, by one.
-async fn moves_only(base: &str, outcome: &str, step: impl std::future::Future<Output = Answer>) {
-    let before = create_counts(base).await;
+/// Runs `step`, then checks that only `outcome`'s counter moved, by one (`metrics`: the
+/// server's metrics listener).
+async fn moves_only(metrics: &str, outcome: &str, step: impl std::future::Future<Output = Answer>) {
+    let before = create_counts(metrics).await;
     let answer = tokio::time::timeout(Duration::from_secs(30), step)
         .await
         .unwrap_or_else(|_| panic!("the {outcome} step hung"));
-    let after = create_counts(base).await;
+    let after = create_counts(metrics).await;
     let get = |m: &std::collections::BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
     assert_eq!(
         get(&after, outcome),
@@ -436,8 +437,8 @@ async fn a_create_whose_client_left_is_logged_and_counted(strategy: &str) {
         },
     )
     .await;
-    let base = server.base.clone();
-    let before = create_counts(&base).await;
+    let metrics = server.metrics.clone();
+    let before = create_counts(&metrics).await;
     let mut locker = db.connect().await.unwrap();
     let mut lock_tx = locker.begin().await.unwrap();
     sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
@@ -464,7 +465,7 @@ async fn a_create_whose_client_left_is_logged_and_counted(strategy: &str) {
     let executed =
         |m: &std::collections::BTreeMap<String, u64>| m.get("executed").copied().unwrap_or(0);
     let after = loop {
-        let after = create_counts(&base).await;
+        let after = create_counts(&metrics).await;
         if executed(&after) > executed(&before) {
             break after;
         }
@@ -502,6 +503,23 @@ async fn a_create_whose_client_left_is_logged_and_counted(strategy: &str) {
     );
 }
 
+/// `GET /metrics` is answered on the metrics listener only: the API listener knows no such
+/// route (anyone can reach it; the metrics are an amplifier there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_not_served_on_the_api_listener() {
+    let db = fresh_db().await;
+    let server = Server::start(&db, &[]).await;
+    let api = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .unwrap();
+    assert_eq!(api.status(), StatusCode::NOT_FOUND);
+    let metrics = reqwest::get(format!("{}/metrics", server.metrics))
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), StatusCode::OK);
+    assert!(metrics.text().await.unwrap().contains("idemgen_requests"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_whose_client_left_is_logged_and_counted_separate_claim() {
     a_create_whose_client_left_is_logged_and_counted("separate-claim").await;
@@ -517,21 +535,22 @@ async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter
     let db = fresh_db().await;
     let mut server = Server::start(&db, &[]).await;
     let base = server.base.clone();
+    let metrics = server.metrics.clone();
     let body = json!({"name": "Counted"});
     moves_only(
-        &base,
+        &metrics,
         "executed",
         create(&base, "tok1", "m-1", body.clone()),
     )
     .await;
     moves_only(
-        &base,
+        &metrics,
         "replayed",
         create(&base, "tok1", "m-1", body.clone()),
     )
     .await;
     moves_only(
-        &base,
+        &metrics,
         "mismatch",
         create(&base, "tok1", "m-1", json!({"name": "Other"})),
     )
@@ -553,7 +572,7 @@ async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter
         assert!(Instant::now() < deadline, "the write never blocked");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    moves_only(&base, "in_flight", async {
+    moves_only(&metrics, "in_flight", async {
         let answer = create(&base, "tok1", "m-2", json!({"name": "Blocked"})).await;
         assert_eq!(answer.status, StatusCode::CONFLICT, "{answer:?}");
         answer
@@ -566,14 +585,15 @@ async fn a_replay_a_mismatch_an_in_flight_and_a_takeover_each_move_their_counter
     lock_tx.rollback().await.unwrap();
     let server = server.restart(&[("WIDGETS_STALE_CLAIM", "1s")]).await;
     let base = server.base.clone();
+    let metrics = server.metrics.clone();
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    moves_only(&base, "taken_over", async {
+    moves_only(&metrics, "taken_over", async {
         let answer = create(&base, "tok1", "m-2", json!({"name": "Blocked"})).await;
         assert_eq!(answer.status, StatusCode::CREATED, "{answer:?}");
         answer
     })
     .await;
-    let text = reqwest::get(format!("{base}/metrics"))
+    let text = reqwest::get(format!("{metrics}/metrics"))
         .await
         .unwrap()
         .text()

@@ -9,6 +9,8 @@ use serde_json::Value;
 /// A widgets server process.
 pub struct Server {
     pub base: String,
+    /// The metrics listener (`WIDGETS_METRICS_LISTEN`): `GET {metrics}/metrics`.
+    pub metrics: String,
     child: Child,
     env: Vec<(String, String)>,
     port: u16,
@@ -43,8 +45,17 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
+        let metrics_port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut env: Vec<(String, String)> = vec![
             ("DATABASE_URL".into(), url.to_string()),
+            (
+                "WIDGETS_METRICS_LISTEN".into(),
+                format!("127.0.0.1:{metrics_port}"),
+            ),
             (
                 "WIDGETS_TOKENS".into(),
                 "tok1=alice,tok2=bob,tok3=carol:readonly".into(),
@@ -91,8 +102,14 @@ impl Server {
             .stdout(stdout)
             .stderr(stderr);
         let child = cmd.spawn().expect("starting the widgets binary");
+        let metrics = env
+            .iter()
+            .find(|(k, _)| k == "WIDGETS_METRICS_LISTEN")
+            .map(|(_, v)| format!("http://{v}"))
+            .unwrap_or_default();
         let server = Server {
             base: format!("http://127.0.0.1:{port}"),
+            metrics,
             child,
             env,
             port,
