@@ -50,6 +50,14 @@
 //! `examples/widgets/tests/e2e/serving.rs` proves both strategies across a SIGTERM with the write
 //! blocked; `runtime/tests/integration/listen.rs` that an HTTP/1 handler's future is dropped.
 //!
+//! Framing: a request whose body is `chunked` more than once (`Transfer-Encoding: chunked,
+//! chunked`, or the header twice) is answered 400 without being handled, and its connection
+//! closed: hyper alone would decode it by the last `chunked`, and a proxy in front that reads it
+//! otherwise would see another request (smuggling). `Transfer-Encoding` beside
+//! `Content-Length` is read as chunked (RFC 9112 §6.3, hyper's reading) and the connection closed
+//! after the answer. Request lines and headers ended by a bare LF are accepted, as hyper's parser
+//! (httparse) reads them: one way to read them, and RFC 9112 §2.2 lets a recipient accept them.
+//!
 //! Nothing here logs per connection above DEBUG: a thousand slow clients are a thousand DEBUG
 //! lines, not WARN lines. Accept errors (`EMFILE`) are logged at WARN at most once a second.
 
@@ -465,15 +473,30 @@ impl Connection {
         let seen = Arc::clone(activity);
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             let guard = InFlight::start(&seen);
+            let framing = ambiguous_framing(request.headers());
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
             let request = request.map(|body| Body::new(TimedBody::new(body, body_timeout)));
             let router = router.clone();
             async move {
-                let response: Response<Body> = match router.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
+                let response: Response<Body> = match framing {
+                    // Never handled: a proxy in front may have read the body otherwise.
+                    Some(why) => {
+                        tracing::debug!(%peer, why, "refusing a request of ambiguous framing");
+                        let mut response = axum::response::IntoResponse::into_response(
+                            crate::request::bad_request(why),
+                        );
+                        response.headers_mut().insert(
+                            http::header::CONNECTION,
+                            http::HeaderValue::from_static("close"),
+                        );
+                        response
+                    }
+                    None => match router.oneshot(request).await {
+                        Ok(response) => response,
+                        Err(never) => match never {},
+                    },
                 };
                 // In flight until the body is written, so a response being sent is never idle.
                 let guard = guard.responding();
@@ -544,6 +567,25 @@ impl Connection {
             }
         }
     }
+}
+
+/// Why a request's body framing is ambiguous, so that a proxy in front could have read another
+/// body than hyper does (request smuggling): `chunked` applied more than once (RFC 9112 §6.1;
+/// hyper would decode it by the last one). `None` for every other request. (`Transfer-Encoding`
+/// beside `Content-Length` never reaches here: hyper reads the body as chunked, as RFC 9112
+/// §6.3 requires, drops the `Content-Length` and closes the connection after the answer.)
+fn ambiguous_framing(headers: &http::HeaderMap) -> Option<&'static str> {
+    let mut chunked = 0;
+    for value in headers.get_all(http::header::TRANSFER_ENCODING) {
+        let Ok(value) = value.to_str() else {
+            return Some("the Transfer-Encoding header is not text");
+        };
+        chunked += value
+            .split(',')
+            .filter(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
+            .count();
+    }
+    (chunked > 1).then_some("the body is `chunked` more than once (Transfer-Encoding)")
 }
 
 /// The socket, noting the time of every byte read or written.

@@ -280,6 +280,53 @@ async fn idle_connections_are_closed_http1_and_http2() {
     assert!(took >= Duration::from_millis(400), "{took:?}");
 }
 
+/// A body `chunked` twice is never handled. One `chunked`, one beside a `Content-Length` (read
+/// as chunked, as RFC 9112 says), and a request line ended by a bare LF are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_framing_is_refused_before_the_handler() {
+    let server = start(config(5_000, 5_000, 30_000)).await;
+    let chunk = "2\r\nhi\r\n0\r\n\r\n";
+    for (headers, expected, echoed) in [
+        ("Transfer-Encoding: chunked, chunked\r\n", 400, false),
+        (
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            400,
+            false,
+        ),
+        (
+            "Content-Length: 9\r\nTransfer-Encoding: chunked\r\n",
+            200,
+            true,
+        ),
+        ("Transfer-Encoding: chunked\r\n", 200, true),
+    ] {
+        let request =
+            format!("POST /echo HTTP/1.1\r\nHost: t\r\n{headers}Connection: close\r\n\r\n{chunk}");
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed")
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {expected}")),
+            "{headers:?}: {text}"
+        );
+        assert_eq!(text.ends_with("\r\n\r\nhi"), echoed, "{headers:?}: {text}");
+        if expected == 400 {
+            assert!(text.contains("application/problem+json"), "{text}");
+        }
+    }
+    let (status, _) = exchange(
+        server.addr,
+        b"GET /ok HTTP/1.1\nHost: t\nConnection: close\n\n",
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_limit_a_connection_without_progress_makes_room() {
     let server = start(ServeConfig {
@@ -464,6 +511,7 @@ async fn stalled_sockets_beyond_the_limit_hold_no_slot_even_reconnecting() {
         reopened += attacker.await.unwrap();
     }
     // The attacker did reconnect: its sockets were closed to make room, and reopened.
+    eprintln!("stalled-socket attacker: {reopened} sockets closed for room and reopened");
     assert!(reopened > 0, "no stalled socket was ever closed");
 }
 

@@ -149,6 +149,82 @@ async fn slow_clients_under_a_low_descriptor_limit_do_not_stop_the_service() {
     );
 }
 
+/// 1,100 sockets stalled in their request head against the default 512 slots, the process under
+/// a 1,024-descriptor limit: another client is served within 2 s, and again while the attacker
+/// reopens every socket the server closes to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_sockets_beyond_the_slots_under_1024_descriptors_hold_no_slot() {
+    let db = fresh_db().await;
+    let server = Server::start_with(
+        &db,
+        &[("WIDGETS_POOL_SIZE", "10")],
+        Launch {
+            nofile: Some(1_024),
+            ..Launch::default()
+        },
+    )
+    .await;
+    let address = addr(&server);
+    let stalled = stall(&address, 1_100).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..3 {
+        let (status, took) = list_timed(&server.base).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(took < Duration::from_secs(2), "request {i}: {took:?}");
+    }
+    drop(stalled);
+    // The attacker reopens each socket as soon as the server closes it.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut attackers = Vec::new();
+    for _ in 0..1_100 {
+        let (stop, address) = (std::sync::Arc::clone(&stop), address.clone());
+        attackers.push(tokio::spawn(async move {
+            let mut reopened = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(mut s) = TcpStream::connect(&address).await else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                if s.write_all(b"POST /widgets HTTP/1.1\r\nHost: w\r\nAuthorization: Bearer tok")
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
+                let mut sink = [0u8; 64];
+                tokio::select! {
+                    _ = async { while !matches!(s.read(&mut sink).await, Ok(0) | Err(_)) {} } => reopened += 1,
+                    () = async {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    } => break,
+                }
+            }
+            reopened
+        }));
+    }
+    // Every attacker connected, and the server closing sockets for room as they come back.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    for i in 0..3 {
+        let (status, took) = list_timed(&server.base).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            took < Duration::from_secs(2),
+            "request {i} under reconnects: {took:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut reopened = 0;
+    for attacker in attackers {
+        reopened += attacker.await.unwrap();
+    }
+    eprintln!("stalled-socket attacker: {reopened} sockets closed for room and reopened");
+    assert!(reopened > 0, "no stalled socket was closed to make room");
+    let (fds, _) = descriptors_and_rss(server.pid());
+    assert!(fds <= 1_024, "{fds} descriptors");
+}
+
 /// SIGTERM with a create blocked on a table lock (its handler in flight) and a create stalled
 /// mid-body: the process exits within the grace; afterwards each key executes exactly once.
 async fn sigterm_then_every_key_once(strategy: &str) {
