@@ -485,7 +485,10 @@ impl Connection {
                     Some(why) => {
                         tracing::debug!(%peer, why, "refusing a request of ambiguous framing");
                         let mut response = axum::response::IntoResponse::into_response(
-                            crate::request::bad_request(why),
+                            crate::problem::Problem::new(
+                                crate::problem::ProblemKind::InvalidRequest,
+                            )
+                            .with_detail(why),
                         );
                         response.headers_mut().insert(
                             http::header::CONNECTION,

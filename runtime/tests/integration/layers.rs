@@ -10,8 +10,8 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("problem", 0),
     ("migrate", 0),
-    ("listen", 0),
     ("multipart", 0),
+    ("listen", 1),
     ("response", 1),
     ("request", 2),
     ("auth", 3),

@@ -124,7 +124,7 @@ async fn slow_clients_under_a_low_descriptor_limit_do_not_stop_the_service() {
         "{slowest:?}"
     );
 
-    // Four times the descriptor limit: the excess waits in the accept queue, the process never
+    // Four times the descriptor limit: arrivals take the slots of stalled ones, the process never
     // runs out of descriptors, and a normal client is answered after a few header timeouts.
     let stalled = stall(&address, 1_000).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
