@@ -97,8 +97,10 @@ pub struct ServeConfig {
     /// reading fails (answered 408 by the pipeline) and the connection is closed. Default 30 s: 1 MiB, the
     /// default body limit, at 35 KB/s.
     pub body_read_timeout: Duration,
-    /// How long a connection may stay open with no request in flight and no traffic. Default
-    /// 60 s (an idle HTTP/1 connection is closed after `header_read_timeout` already).
+    /// How long a connection may stay open with no request in flight, counted from its last
+    /// request's end (frames that are no request, PINGs among them, do not count); and how long
+    /// a response's reader may take nothing. Default 60 s (an idle HTTP/1 connection is closed
+    /// after `header_read_timeout` already).
     pub idle_timeout: Duration,
     /// How many connections are served at once. Beyond it, the arrival takes the slot of the
     /// connection that has made no progress for the longest (no request in flight), which is
