@@ -1579,11 +1579,6 @@ fn union_members(node: &Node) -> Option<Vec<&Node>> {
     Some(members.iter().collect())
 }
 
-/// Keys an alternative of a `oneOf` of constants may carry beside `const`: annotations.
-fn is_const_annotation(key: &str) -> bool {
-    matches!(key, "title" | "description" | "deprecated" | "$comment") || key.starts_with("x-")
-}
-
 /// The values of a `oneOf` (or `anyOf`) whose every alternative is one scalar `const` with
 /// annotations (`oneOf: [{title: JOIN, const: 1}, …]`, Discord's 91 enums): the enum it
 /// spells, read as `enum: [1, …]` is. `None` for any other schema.
@@ -1602,7 +1597,7 @@ pub(crate) fn const_alternatives(node: &Node) -> Option<Vec<&Node>> {
             if !map
                 .entries()
                 .iter()
-                .all(|(k, _)| k.text == "const" || is_const_annotation(&k.text))
+                .all(|(k, _)| k.text == "const" || is_annotation(&k.text))
             {
                 return None;
             }
