@@ -25,13 +25,15 @@ pub fn run(args: &ProbeArgs) -> Result<(), CliError> {
             report.errors()
         )));
     }
+    let probe_config = probe_config(args.probe_config.as_deref())?;
     let options = idemgen::probe::Options {
         base_url: args.base_url.clone(),
         headers,
         other_headers,
         only: args.only.clone(),
         path_params,
-        operations: probe_config(args.probe_config.as_deref())?.operations,
+        operations: probe_config.operations,
+        skip: probe_config.skip,
         dry_run: args.dry_run,
     };
     let probed =

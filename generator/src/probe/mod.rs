@@ -1,16 +1,21 @@
 //! `idemgen probe`: checks a running server against the idempotency protocol, from its spec.
 //!
-//! For every `x-idempotent` operation the probe builds a valid request (examples first, else
-//! values synthesized from the schemas), finds its path parameters (`--path-param`, or the
+//! For every `x-idempotent` operation the probe builds valid requests (the probe config's body,
+//! else examples, else values synthesized from the schemas; fresh for every check and validated
+//! against the schema before they are sent), finds its path parameters (`--path-param`, or the
 //! resource a same-prefix create returns), and runs the checks of [`CHECKS`] over real HTTP. A
-//! check the spec or the server gives no way to run is skipped with its reason, never passed.
-//! It creates real resources on the server.
+//! check the spec or the server gives no way to run is skipped with its reason, never passed;
+//! each check asserts its own cause (a 400 passes `key-missing` only for a request that is
+//! valid but for its key). The semantics are the IETF draft's, whatever problem types the
+//! server uses; protocol.md's types are their own check, `problem-types`. It creates real
+//! resources on the server.
 
 mod chain;
 pub mod http;
 pub mod report;
 pub mod synth;
 mod target;
+pub mod valid;
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -24,14 +29,14 @@ use http::{Exchange, Request};
 use target::Target;
 
 /// Every check: its stable id and what it verifies, in the order it runs.
-pub const CHECKS: [(&str, &str); 10] = [
+pub const CHECKS: [(&str, &str); 11] = [
     (
         "key-missing",
-        "a request without the key header is refused with 400",
+        "a request valid but for its missing key header is refused with 400 (and a request with a key is accepted)",
     ),
     (
         "key-malformed",
-        "a key with a space, a tab, or one character over the header's maxLength is refused with 400",
+        "a valid request whose key has a space, a tab, or one character over the header's maxLength is refused with 400",
     ),
     (
         "key-at-limit",
@@ -47,7 +52,7 @@ pub const CHECKS: [(&str, &str); 10] = [
     ),
     (
         "changed-request",
-        "the same key with another request is refused with 422",
+        "the same key with another request is refused with 422 (any problem type)",
     ),
     (
         "failure-not-stored",
@@ -55,7 +60,7 @@ pub const CHECKS: [(&str, &str); 10] = [
     ),
     (
         "concurrent",
-        "20 concurrent requests with one key get one distinct 2xx body; the others 409 with Retry-After",
+        "20 concurrent requests with one key get one distinct 2xx body; the others that body too, or 409 with Retry-After (any problem type)",
     ),
     (
         "owners-independent",
@@ -64,6 +69,10 @@ pub const CHECKS: [(&str, &str); 10] = [
     (
         "problem-json",
         "the protocol's error answers (400, 409, 422) are application/problem+json",
+    ),
+    (
+        "problem-types",
+        "the protocol's error answers carry protocol.md's problem types (when the server uses them; skippable by config)",
     ),
 ];
 
@@ -82,6 +91,8 @@ pub struct Options {
     pub path_params: BTreeMap<String, String>,
     /// The probe config (`--probe-config`), by operationId.
     pub operations: BTreeMap<String, OperationConfig>,
+    /// Checks reported as skipped for every operation (the probe config's `skip`).
+    pub skip: Vec<String>,
     /// Print the requests instead of sending them.
     pub dry_run: bool,
 }
@@ -97,15 +108,23 @@ pub struct OperationConfig {
     /// needs (`["createPayment", "capturePayment"]`), each fed by the one before.
     #[serde(default)]
     pub setup: Option<Vec<String>>,
-    /// The request body to send instead of a synthesized one.
+    /// The request body to send instead of a synthesized one: strings holding `{unique}` get a
+    /// fresh tag there for every check, and a value `"{synthesize}"` is synthesized from its
+    /// property's schema (docs/probe.md).
     #[serde(default)]
     pub body: Option<Value>,
+    /// Checks reported as skipped for this operation.
+    #[serde(default)]
+    pub skip: Vec<String>,
 }
 
 /// The probe config file: `[operations.<operationId>]` tables of [`OperationConfig`].
 #[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeConfig {
+    /// Checks reported as skipped for every operation (`skip = ["problem-types"]`).
+    #[serde(default)]
+    pub skip: Vec<String>,
     /// By operationId.
     #[serde(default)]
     pub operations: BTreeMap<String, OperationConfig>,
@@ -165,6 +184,9 @@ pub enum ProbeError {
     /// `--only` named an operation that is not an `x-idempotent` operation of the spec.
     #[error("{0} is not an x-idempotent operation of the spec")]
     UnknownOperation(String),
+    /// The probe config names a check that does not exist.
+    #[error("the probe config skips `{0}`, which is not a check (see `idemgen probe --help`)")]
+    UnknownCheck(String),
     /// The spec marks no operation `x-idempotent: true`.
     #[error("the spec marks no operation x-idempotent: true; nothing to probe")]
     NothingToProbe,
@@ -294,18 +316,24 @@ pub fn run(
             return Err(ProbeError::UnknownOperation(name.clone()));
         }
     }
-    let tag = run_tag();
-    let mut targets: Vec<Target> = api
-        .operations
+    let skips = options
+        .skip
         .iter()
-        .map(|op| Target::of(spec, op, &tag))
-        .collect();
-    for (target, op) in targets.iter_mut().zip(&api.operations) {
-        if let Some(body) = options.operations.get(&op.id).and_then(|c| c.body.clone()) {
-            let second = synth::changed(&body);
-            target.body = Some((body, second));
+        .chain(options.operations.values().flat_map(|c| &c.skip));
+    for check in skips {
+        if !CHECKS.iter().any(|(id, _)| id == check) {
+            return Err(ProbeError::UnknownCheck(check.clone()));
         }
     }
+    let tag = run_tag();
+    let targets: Vec<Target> = api
+        .operations
+        .iter()
+        .map(|op| {
+            let configured = options.operations.get(&op.id).and_then(|c| c.body.clone());
+            Target::of(spec, op, &tag, configured)
+        })
+        .collect();
     let fixed = |op: usize, name: &str| -> Option<String> {
         let id = &api.operations[op].id;
         options
@@ -337,7 +365,23 @@ pub fn run(
             prober.dry_run(op, &plan, &mut report);
             continue;
         }
+        let from = report.results.len();
         prober.probe_operation(op, &plan, &mut report)?;
+        let id = &api.operations[op].id;
+        let skipped = |check: &str| {
+            options.skip.iter().any(|s| s == check)
+                || options
+                    .operations
+                    .get(id)
+                    .is_some_and(|c| c.skip.iter().any(|s| s == check))
+        };
+        for result in &mut report.results[from..] {
+            if skipped(result.check) {
+                result.outcome = Outcome::Skipped {
+                    reason: "skipped by the probe config".into(),
+                };
+            }
+        }
     }
     Ok(report)
 }
@@ -353,7 +397,7 @@ fn run_tag() -> String {
 
 /// The requests of every operation, and what the probe was asked to do.
 struct Prober<'a> {
-    targets: &'a [Target],
+    targets: &'a [Target<'a>],
     options: &'a Options,
     tag: &'a str,
 }
@@ -375,6 +419,18 @@ impl Prober<'_> {
             target.min_key_length,
             target.max_key_length,
         )
+    }
+
+    /// The bodies of operation `op` for one check (`None`: it has no body), fresh for it; `Err`
+    /// when no valid body could be made, with why.
+    fn bodies(&self, op: usize, check: &str) -> Result<Option<(Value, Option<Value>)>, String> {
+        match &self.targets[op].body {
+            None => Ok(None),
+            Some(plan) => plan
+                .bodies(&format!("{}-{check}", self.tag))
+                .map(Some)
+                .map_err(|why| format!("{}: {why}", self.targets[op].id)),
+        }
     }
 
     fn send(&self, request: &Request) -> Result<Exchange, ProbeError> {
@@ -411,7 +467,13 @@ impl Prober<'_> {
                     &format!("{}-{check}-setup{i}", self.targets[op].id),
                 )
             });
-            let body = target.body.as_ref().map(|(b, _)| b.clone());
+            let body = self
+                .bodies(
+                    step.op,
+                    &format!("{}-{check}-setup{i}", self.targets[op].id),
+                )
+                .map_err(Unprepared::Skip)?
+                .map(|(b, _)| b);
             let request = target.request(self.options, &path, key.as_deref(), body.as_ref());
             let exchange = self.send(&request).map_err(Unprepared::Unreachable)?;
             let label = format!(
@@ -446,6 +508,7 @@ impl Prober<'_> {
             for step in &plan.steps {
                 let setup = &self.targets[step.op];
                 let key = setup.idempotent.then(|| self.key(step.op, "setup"));
+                let body = self.bodies(step.op, "setup").ok().flatten();
                 plan_lines.push((
                     format!(
                         "setup ({}, before every check that needs a resource)",
@@ -455,13 +518,14 @@ impl Prober<'_> {
                         options,
                         &setup.template,
                         key.as_deref(),
-                        setup.body.as_ref().map(|(b, _)| b),
+                        body.as_ref().map(|(b, _)| b),
                     ),
                 ));
             }
         }
         let path = target.template.as_str();
-        let body = target.body.as_ref().map(|(b, _)| b);
+        let bodies = self.bodies(op, "dry-run").ok().flatten();
+        let body = bodies.as_ref().map(|(b, _)| b);
         let key = |check: &str| self.key(op, check);
         let long = target.too_long_key();
         let at_limit = key_of_length(&key("limit"), target.max_key_length);
@@ -485,7 +549,8 @@ impl Prober<'_> {
             "retry-replays",
             target.request(options, path, Some(&key("first")), body),
         );
-        if let Some(changed) = target.changed_request(options, path, &key("first")) {
+        if let Some(changed) = target.changed_request(options, path, &key("first"), bodies.as_ref())
+        {
             push("changed-request", changed);
         }
         if let Some((invalid, _)) = target.invalid_request(options, path, &key("failure")) {
@@ -516,34 +581,40 @@ impl Prober<'_> {
         }
     }
 
-    /// Runs every check of one operation, each on a resource of its own.
+    /// Runs every check of one operation, each on a resource of its own and with a body of its
+    /// own.
     fn probe_operation(
         &self,
         op: usize,
         plan: &Result<Plan, String>,
         report: &mut ProbeReport,
     ) -> Result<(), ProbeError> {
+        use idemgen_protocol::problem::ProblemKind;
         let target = &self.targets[op];
         let options = self.options;
-        let mut record = |check: &'static str, outcome: Outcome| {
-            report.results.push(CheckResult {
-                operation: target.id.clone(),
-                check,
-                outcome,
-            })
-        };
-        // A fresh resource, or the outcome that skips the check.
-        let fresh = |check: &str| -> Result<Result<String, Outcome>, ProbeError> {
+        let mut results: Vec<(&'static str, Outcome)> = Vec::new();
+        let mut record = |check: &'static str, outcome: Outcome| results.push((check, outcome));
+        // A fresh resource and fresh bodies, or the outcome that skips the check.
+        type Prepared = (String, Option<(Value, Option<Value>)>);
+        let fresh = |check: &str| -> Result<Result<Prepared, Outcome>, ProbeError> {
+            let bodies = match self.bodies(op, check) {
+                Ok(bodies) => bodies,
+                Err(reason) => return Ok(Err(Outcome::Skipped { reason })),
+            };
             match self.fresh_path(op, plan, check) {
-                Ok(path) => Ok(Ok(path)),
+                Ok(path) => Ok(Ok((path, bodies))),
                 Err(Unprepared::Skip(reason)) => Ok(Err(Outcome::Skipped { reason })),
                 Err(Unprepared::Unreachable(e)) => Err(e),
             }
         };
         let key = |check: &str| self.key(op, check);
-        let body = target.body.as_ref().map(|(b, _)| b);
         let business = |e: &Exchange| business_answer(e, &target.declared_4xx);
-        let mut problems: Vec<Exchange> = Vec::new();
+        // Answers that are the protocol's by the check that provoked them, and the problem kinds
+        // protocol.md gives them (for `problem-json` and `problem-types`).
+        let mut problems: Vec<(Exchange, &'static [ProblemKind])> = Vec::new();
+        // Whether a request of this operation with a valid key succeeded: a 400 without one then
+        // is the key's.
+        let mut accepted = false;
 
         // key-missing, key-malformed: refused before anything touches the resource; one for both.
         match fresh("refusals")? {
@@ -551,19 +622,28 @@ impl Prober<'_> {
                 record("key-missing", skip.clone());
                 record("key-malformed", skip);
             }
-            Ok(path) => {
+            Ok((path, bodies)) => {
+                let body = bodies.as_ref().map(|(b, _)| b);
                 let missing = self.send(&target.request(options, &path, None, body))?;
-                record("key-missing", expect_status(&missing, 400));
-                problems.push(missing);
+                record(
+                    "key-missing",
+                    refused(&missing, ProblemKind::KeyMissing, "without a key"),
+                );
+                problems.push((missing, &[ProblemKind::KeyMissing]));
                 let long = target.too_long_key();
                 let mut malformed = Outcome::Passed;
-                for bad in ["has space", "has\ttab", long.as_str()] {
+                for (bad, what) in [
+                    ("has space", "with a space in its key"),
+                    ("has\ttab", "with a tab in its key"),
+                    (long.as_str(), "with a key over the header's maxLength"),
+                ] {
                     let exchange = self.send(&target.request(options, &path, Some(bad), body))?;
-                    if let outcome @ Outcome::Failed { .. } = expect_status(&exchange, 400) {
+                    let outcome = refused(&exchange, ProblemKind::KeyInvalid, what);
+                    problems.push((exchange, &[ProblemKind::KeyInvalid]));
+                    if matches!(outcome, Outcome::Failed { .. }) {
                         malformed = outcome;
                         break;
                     }
-                    problems.push(exchange);
                 }
                 record("key-malformed", malformed);
             }
@@ -572,9 +652,11 @@ impl Prober<'_> {
         // key-at-limit
         match fresh("limit")? {
             Err(skip) => record("key-at-limit", skip),
-            Ok(path) => {
+            Ok((path, bodies)) => {
+                let body = bodies.as_ref().map(|(b, _)| b);
                 let limit = key_of_length(&key("limit"), target.max_key_length);
                 let at_limit = self.send(&target.request(options, &path, Some(&limit), body))?;
+                accepted |= (200..300).contains(&at_limit.got.status);
                 record(
                     "key-at-limit",
                     if (200..300).contains(&at_limit.got.status) {
@@ -596,7 +678,7 @@ impl Prober<'_> {
 
         // first-succeeds, retry-replays, changed-request: one resource, one key.
         let first_key = key("first");
-        let mut first_done: Option<(String, Exchange)> = None;
+        let mut first_done: Option<(String, Exchange, Option<Value>)> = None;
         let mut first_skipped = Outcome::Skipped {
             reason: "the first request did not succeed".into(),
         };
@@ -607,9 +689,11 @@ impl Prober<'_> {
                 }
                 first_skipped = skip;
             }
-            Ok(path) => {
+            Ok((path, bodies)) => {
+                let body = bodies.as_ref().map(|(b, _)| b);
                 let first = self.send(&target.request(options, &path, Some(&first_key), body))?;
                 let first_ok = (200..300).contains(&first.got.status);
+                accepted |= first_ok;
                 let first_business = business(&first);
                 record(
                     "first-succeeds",
@@ -631,7 +715,7 @@ impl Prober<'_> {
                     let retry =
                         self.send(&target.request(options, &path, Some(&first_key), body))?;
                     record("retry-replays", replay_of(&first, &retry));
-                    match target.changed_request(options, &path, &first_key) {
+                    match target.changed_request(options, &path, &first_key, bodies.as_ref()) {
                         None => record(
                             "changed-request",
                             Outcome::Skipped {
@@ -640,20 +724,33 @@ impl Prober<'_> {
                         ),
                         Some(changed) => {
                             let changed = self.send(&changed)?;
-                            // The protocol's 422, not a business one: that would mean the
-                            // handler ran with the changed request under a used key.
-                            let outcome = match business(&changed) {
-                                Some(reason) if changed.got.status == 422 => failed(
-                                    &changed,
-                                    format!("{reason}: the handler ran with another request under a used key, instead of the protocol's 422"),
-                                ),
-                                _ => expect_status(&changed, 422),
-                            };
-                            record("changed-request", outcome);
-                            problems.push(changed);
+                            // The draft's 422, whatever its problem type (`problem-types`
+                            // checks protocol.md's). A second body that is invalid (the only
+                            // other one the schema allows the probe to make) may meet the
+                            // server's validation first: its 400 is no failure.
+                            let invalid_second = changed.got.status == 400
+                                && bodies
+                                    .as_ref()
+                                    .and_then(|(_, second)| second.as_ref())
+                                    .zip(target.body.as_ref())
+                                    .is_some_and(|(second, plan)| plan.valid(second).is_err());
+                            record(
+                                "changed-request",
+                                if invalid_second {
+                                    Outcome::Skipped {
+                                        reason: "the schema leaves no other valid body, and the server refused the invalid one the probe made with 400 before reading its key".into(),
+                                    }
+                                } else {
+                                    expect_status(&changed, 422)
+                                },
+                            );
+                            problems.push((
+                                changed,
+                                &[ProblemKind::KeyReused, ProblemKind::FingerprintVersionChanged],
+                            ));
                         }
                     }
-                    first_done = Some((path, first));
+                    first_done = Some((path, first, body.cloned()));
                 } else {
                     record("retry-replays", skipped_first());
                     record("changed-request", skipped_first());
@@ -672,7 +769,8 @@ impl Prober<'_> {
             ),
             Some(_) => match fresh("failure")? {
                 Err(skip) => record("failure-not-stored", skip),
-                Ok(path) => {
+                Ok((path, bodies)) => {
+                    let body = bodies.as_ref().map(|(b, _)| b);
                     let failure_key = key("failure");
                     let Some((request, what)) =
                         target.invalid_request(options, &path, &failure_key)
@@ -692,6 +790,7 @@ impl Prober<'_> {
                             self.send(&target.request(options, &path, Some(&failure_key), body))?;
                         let executed =
                             (200..300).contains(&valid.got.status) && !valid.got.replayed();
+                        accepted |= executed;
                         record(
                             "failure-not-stored",
                             if executed {
@@ -718,17 +817,25 @@ impl Prober<'_> {
         // concurrent
         match fresh("storm")? {
             Err(skip) => record("concurrent", skip),
-            Ok(path) => {
+            Ok((path, bodies)) => {
+                let body = bodies.as_ref().map(|(b, _)| b);
                 let request = target.request(options, &path, Some(&key("storm")), body);
                 let answers = http::send_concurrently(&request, 20);
-                record(
-                    "concurrent",
-                    concurrent(&answers, &target.declared_4xx, &mut problems),
-                );
+                let outcome = concurrent(&answers, &target.declared_4xx);
+                accepted |= outcome == Outcome::Passed;
+                record("concurrent", outcome);
+                for exchange in answers.into_iter().flatten() {
+                    // The key in flight, not a business conflict (skipped or failed above).
+                    let in_flight = exchange.got.header("retry-after").is_some()
+                        || business(&exchange).is_none();
+                    if exchange.got.status == 409 && in_flight {
+                        problems.push((exchange, &[ProblemKind::InFlight]));
+                    }
+                }
             }
         }
 
-        // owners-independent: the first request's resource and key, another credential.
+        // owners-independent: the first request's resource, body and key, another credential.
         if options.other_headers.is_empty() {
             record(
                 "owners-independent",
@@ -736,46 +843,39 @@ impl Prober<'_> {
                     reason: "no second credential: pass --other-header".into(),
                 },
             );
-        } else if let Some((path, first)) = &first_done {
+        } else if let Some((path, first, body)) = &first_done {
             let other = Options {
                 headers: options.other_headers.clone(),
                 ..options.clone()
             };
-            let theirs = self.send(&target.request(&other, path, Some(&first_key), body))?;
+            let theirs =
+                self.send(&target.request(&other, path, Some(&first_key), body.as_ref()))?;
             record("owners-independent", independent(first, &theirs));
         } else {
             record("owners-independent", first_skipped);
         }
 
-        // problem-json
-        let protocol_errors: Vec<&Exchange> = problems
-            .iter()
-            .filter(|e| matches!(e.got.status, 400 | 409 | 422))
-            .collect();
-        let not_problem = protocol_errors.iter().find(|e| {
-            !e.got
-                .header("content-type")
-                .is_some_and(|ct| ct.starts_with("application/problem+json"))
-        });
-        record(
-            "problem-json",
-            match (protocol_errors.is_empty(), not_problem) {
-                (true, _) => Outcome::Skipped {
-                    reason: "no 400, 409 or 422 answer was seen".into(),
-                },
-                (false, Some(e)) => failed(
-                    e,
-                    format!(
-                        "a {} answer is `{}`",
-                        e.got.status,
-                        e.got
-                            .header("content-type")
-                            .unwrap_or("without Content-Type")
-                    ),
-                ),
-                (false, None) => Outcome::Passed,
-            },
-        );
+        record("problem-json", problem_json(&problems));
+        record("problem-types", problem_types(&problems));
+        // A 400 proves the key was checked only if a request with a valid key got through.
+        if !accepted {
+            for (check, outcome) in results.iter_mut() {
+                if matches!(*check, "key-missing" | "key-malformed") && *outcome == Outcome::Passed
+                {
+                    *outcome = Outcome::Skipped {
+                        reason: "no request of this operation with a valid key succeeded, so its 400 need not be the key's".into(),
+                    };
+                }
+            }
+        }
+
+        report
+            .results
+            .extend(results.into_iter().map(|(check, outcome)| CheckResult {
+                operation: target.id.clone(),
+                check,
+                outcome,
+            }));
         Ok(())
     }
 }
@@ -882,15 +982,130 @@ fn independent(first: &Exchange, theirs: &Exchange) -> Outcome {
     Outcome::Passed
 }
 
-/// `concurrent`: one distinct 2xx body, everything else the protocol's 409 with `Retry-After`;
-/// skipped when no request succeeded because the handler answered a business conflict.
-fn concurrent(
-    answers: &[Result<Exchange, String>],
-    declared: &Declared4xx,
-    problems: &mut Vec<Exchange>,
+/// `key-missing`, `key-malformed`: a 400, and, when its problem type is one of protocol.md's, the
+/// key's (`kind`): a protocol-typed 400 for the body would prove nothing about keys.
+fn refused(
+    exchange: &Exchange,
+    kind: idemgen_protocol::problem::ProblemKind,
+    what: &str,
 ) -> Outcome {
+    let got = &exchange.got;
+    if got.status != 400 {
+        return failed(
+            exchange,
+            format!(
+                "a request {what} answered {}, not 400{}",
+                got.status,
+                if (200..300).contains(&got.status) {
+                    ": it was executed"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    match problem_type(got) {
+        Some(t) if idemgen_protocol::problem::is_idemgen_type(&t) && t != kind.type_uri() => {
+            failed(
+                exchange,
+                format!(
+                    "a request {what} answered 400 `{t}`, which is not the key's (`{}`)",
+                    kind.type_uri()
+                ),
+            )
+        }
+        _ => Outcome::Passed,
+    }
+}
+
+/// `problem-json`: every protocol answer seen (400, 409, 422) is `application/problem+json`.
+fn problem_json(
+    problems: &[(Exchange, &'static [idemgen_protocol::problem::ProblemKind])],
+) -> Outcome {
+    let protocol_errors: Vec<&Exchange> = problems
+        .iter()
+        .map(|(e, _)| e)
+        .filter(|e| matches!(e.got.status, 400 | 409 | 422))
+        .collect();
+    let not_problem = protocol_errors.iter().find(|e| {
+        !e.got
+            .header("content-type")
+            .is_some_and(|ct| ct.starts_with(idemgen_protocol::problem::PROBLEM_JSON))
+    });
+    match (protocol_errors.is_empty(), not_problem) {
+        (true, _) => Outcome::Skipped {
+            reason: "no 400, 409 or 422 answer was seen".into(),
+        },
+        (false, Some(e)) => failed(
+            e,
+            format!(
+                "a {} answer is `{}`",
+                e.got.status,
+                e.got
+                    .header("content-type")
+                    .unwrap_or("without Content-Type")
+            ),
+        ),
+        (false, None) => Outcome::Passed,
+    }
+}
+
+/// `problem-types`: when the server uses protocol.md's problem types (one answer seen carries one),
+/// each protocol answer carries the one its cause has (a 409 of the storm the in-flight type, a
+/// changed request's 422 the key-reused one). A server with types of its own skips it.
+fn problem_types(
+    problems: &[(Exchange, &'static [idemgen_protocol::problem::ProblemKind])],
+) -> Outcome {
+    let seen: Vec<(&Exchange, &[idemgen_protocol::problem::ProblemKind])> = problems
+        .iter()
+        .filter(|(e, kinds)| kinds.iter().any(|k| k.status().as_u16() == e.got.status))
+        .map(|(e, kinds)| (e, *kinds))
+        .collect();
+    if seen.is_empty() {
+        return Outcome::Skipped {
+            reason: "no 400, 409 or 422 answer of the protocol's was seen".into(),
+        };
+    }
+    let typed = |e: &Exchange| problem_type(&e.got);
+    if !seen
+        .iter()
+        .any(|(e, _)| typed(e).is_some_and(|t| idemgen_protocol::problem::is_idemgen_type(&t)))
+    {
+        return Outcome::Skipped {
+            reason: format!(
+                "the server uses problem types of its own (none of its {} protocol answers has a type under {})",
+                seen.len(),
+                idemgen_protocol::problem::TYPE_PREFIX
+            ),
+        };
+    }
+    for (exchange, kinds) in seen {
+        let got = typed(exchange);
+        if !kinds
+            .iter()
+            .any(|k| got.as_deref() == Some(k.type_uri().as_str()))
+        {
+            return failed(
+                exchange,
+                format!(
+                    "a {} answer has type {}, not protocol.md's `{}`",
+                    exchange.got.status,
+                    got.map_or("none".to_owned(), |t| format!("`{t}`")),
+                    kinds[0].type_uri()
+                ),
+            );
+        }
+    }
+    Outcome::Passed
+}
+
+/// `concurrent`: one distinct 2xx body; every other answer that body too (a server that makes
+/// the others wait) or a 409 with `Retry-After`, whatever its problem type. Skipped when no
+/// request succeeded because the handler answered a business answer; the operation is said to
+/// have run more than once only when two distinct 2xx bodies were seen.
+fn concurrent(answers: &[Result<Exchange, String>], declared: &Declared4xx) -> Outcome {
     let mut bodies: Vec<&[u8]> = Vec::new();
-    let mut business = None;
+    let mut business: Option<(String, &Exchange)> = None;
     for answer in answers {
         let exchange = match answer {
             Ok(e) => e,
@@ -906,13 +1121,12 @@ fn concurrent(
             if !bodies.contains(&got.body.as_slice()) {
                 bodies.push(&got.body);
             }
+        } else if got.status == 409 && got.header("retry-after").is_some() {
+            // The key in flight: the draft's answer.
         } else if let Some(reason) = business_answer(exchange, declared) {
-            business.get_or_insert(reason);
+            business.get_or_insert((reason, exchange));
         } else if got.status == 409 {
-            problems.push(exchange.clone());
-            if got.header("retry-after").is_none() {
-                return failed(exchange, "a 409 without Retry-After".into());
-            }
+            return failed(exchange, "a 409 without Retry-After".into());
         } else {
             return failed(
                 exchange,
@@ -920,37 +1134,38 @@ fn concurrent(
             );
         }
     }
-    match bodies.len() {
-        // With a fresh resource, a business answer beside a success means the handler ran again
-        // for a key whose first attempt was still running or done.
-        1 if business.is_some() => Outcome::Failed {
-            why: format!(
-                "one request succeeded and another got {}: the operation ran more than once for one key",
-                business.unwrap_or_default()
+    let success = || {
+        answers
+            .iter()
+            .flatten()
+            .find(|e| (200..300).contains(&e.got.status))
+            .cloned()
+    };
+    match (bodies.len(), business) {
+        (1, None) => Outcome::Passed,
+        // With a fresh resource, another answer beside the success is neither the key in flight
+        // (a 409 with Retry-After) nor its result: the key did not hold the others back.
+        (1, Some((reason, exchange))) => failed(
+            exchange,
+            format!(
+                "one request succeeded and another got {reason}{}: neither the first's result nor a 409 with Retry-After for the key in flight",
+                if exchange.got.header("retry-after").is_none() {
+                    ", without Retry-After"
+                } else {
+                    ""
+                }
             ),
-            evidence: answers
-                .iter()
-                .flatten()
-                .find(|e| (200..300).contains(&e.got.status))
-                .cloned(),
-        },
-        1 => Outcome::Passed,
-        0 if business.is_some() => Outcome::Skipped {
-            reason: business.unwrap_or_default(),
-        },
-        0 => Outcome::Failed {
+        ),
+        (0, Some((reason, _))) => Outcome::Skipped { reason },
+        (0, None) => Outcome::Failed {
             why: "no concurrent request succeeded".into(),
             evidence: None,
         },
-        n => Outcome::Failed {
+        (n, _) => Outcome::Failed {
             why: format!(
                 "{n} distinct 2xx bodies for one key: the operation executed more than once"
             ),
-            evidence: answers
-                .iter()
-                .flatten()
-                .find(|e| (200..300).contains(&e.got.status))
-                .cloned(),
+            evidence: success(),
         },
     }
 }

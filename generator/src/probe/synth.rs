@@ -1,7 +1,8 @@
-//! Values for a probe's requests, from the spec: a schema's `example`/`examples` first, else a
-//! value synthesized from the schema (required properties, the first enum value, formats,
-//! lengths and bounds). Deterministic but for `format: uuid` and the `unique` tag, which keep
-//! two probes of one server from colliding.
+//! Values for a probe's requests, from the spec: a string with a `pattern` is drawn from the
+//! pattern (fresh for every `unique`, so a natural unique key such as a SKU differs between
+//! checks); otherwise a schema's `example`/`examples` first, else a value synthesized from the
+//! schema (required properties, the first enum value, formats, lengths and bounds). The same
+//! `unique` gives the same value; [`fresh`] draws new patterned strings into an example.
 
 use serde_json::{Map, Value};
 
@@ -60,15 +61,18 @@ fn synth<'s>(spec: &'s LoadedSpec, at: NodeRef<'s>, unique: &str, depth: usize) 
     if depth > MAX_DEPTH {
         return Value::Null;
     }
+    if let Some(drawn) = patterned(node, unique) {
+        return Value::String(drawn);
+    }
     if let Some(example) = node.get("example") {
-        return to_json(example);
+        return fresh(spec, at, &to_json(example), unique);
     }
     if let Some(first) = node
         .get("examples")
         .and_then(Node::as_seq)
         .and_then(|e| e.first())
     {
-        return to_json(first);
+        return fresh(spec, at, &to_json(first), unique);
     }
     if let Some(value) = node.get("const") {
         return to_json(value);
@@ -209,44 +213,100 @@ fn string(node: &Node, unique: &str) -> String {
         text.push('x');
     }
     text.truncate(max.max(min));
-    match node.get("pattern").and_then(Node::as_str) {
-        Some(pattern) => matching(pattern, text, min, max),
-        None => text,
-    }
+    text
 }
 
-/// `text` when `pattern` matches it (anywhere, as JSON Schema and the generated server read it),
-/// else the first of a few plain candidates within the length bounds that it matches: digits,
-/// letters, both, with and without punctuation. A pattern none of them satisfies keeps `text`
-/// (the server's 400 then says so; the spec should carry an `example`).
-fn matching(pattern: &str, text: String, min: usize, max: usize) -> String {
-    let Ok(regex) = idemgen_protocol::pattern::compile(pattern) else {
-        return text;
-    };
-    let matches = |s: &str| regex.is_match(s);
-    if matches(&text) {
-        return text;
+/// A string schema's `pattern`, drawn within its lengths for `unique` (`None` without a pattern,
+/// with an `enum` or `const` that decides, or when nothing was found).
+fn patterned(node: &Node, unique: &str) -> Option<String> {
+    let pattern = node.get("pattern").and_then(Node::as_str)?;
+    if node.get("enum").is_some() || node.get("const").is_some() {
+        return None;
     }
-    const ALPHABETS: [&str; 7] = [
-        "0123456789",
-        "abcdefghijklmnopqrstuvwxyz",
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
-        "a1b2c3d4e5f6g7h8i9j0",
-        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7",
-        "Ab1!Cd2?Ef3-Gh4_Ij5.",
-        "a-b-c-d-e-f-g-h-i-j-k",
-    ];
-    let lengths = [min.max(1), 1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32, 36];
-    ALPHABETS
-        .iter()
-        .flat_map(|alphabet| {
-            lengths
-                .iter()
-                .filter(|&&len| len >= min && len <= max)
-                .map(move |&len| alphabet.chars().cycle().take(len).collect::<String>())
-        })
-        .find(|candidate| matches(candidate))
-        .unwrap_or(text)
+    let min = node
+        .get("minLength")
+        .and_then(Node::as_int)
+        .unwrap_or(0)
+        .max(0) as usize;
+    let max = node
+        .get("maxLength")
+        .and_then(Node::as_int)
+        .map_or(usize::MAX, |m| m.max(0) as usize);
+    idemgen_protocol::pattern::sample(pattern, seed(unique), min, max)
+}
+
+/// A seed for the pattern sampler from `unique`.
+fn seed(unique: &str) -> u64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(unique.as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
+}
+
+/// `value` (an example) with each string under a `pattern` drawn anew for `unique`, following
+/// the schema's `properties` (its `allOf` members' too) and `items`: an example's natural unique
+/// key (a SKU) is then fresh per check while the rest keeps the spec's words.
+pub fn fresh(spec: &LoadedSpec, schema: NodeRef<'_>, value: &Value, unique: &str) -> Value {
+    fn walk(
+        spec: &LoadedSpec,
+        at: NodeRef<'_>,
+        value: &Value,
+        unique: &str,
+        depth: usize,
+    ) -> Value {
+        let at = spec.deref(at);
+        if depth > MAX_DEPTH {
+            return value.clone();
+        }
+        let child = |n| NodeRef {
+            file: at.file,
+            node: n,
+        };
+        match value {
+            Value::String(_) => {
+                patterned(at.node, unique).map_or_else(|| value.clone(), Value::String)
+            }
+            Value::Array(items) => match at.node.get("items") {
+                Some(item) => Value::Array(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| {
+                            walk(spec, child(item), v, &format!("{unique}{i}"), depth + 1)
+                        })
+                        .collect(),
+                ),
+                None => value.clone(),
+            },
+            Value::Object(fields) => {
+                let mut schemas = vec![at];
+                if let Some(members) = at.node.get("allOf").and_then(Node::as_seq) {
+                    schemas.extend(members.iter().map(|m| spec.deref(child(m))));
+                }
+                Value::Object(
+                    fields
+                        .iter()
+                        .map(|(name, v)| {
+                            let property = schemas.iter().find_map(|s| {
+                                s.node.get("properties").and_then(|p| p.get(name)).map(|n| {
+                                    NodeRef {
+                                        file: s.file,
+                                        node: n,
+                                    }
+                                })
+                            });
+                            let v = match property {
+                                Some(p) => walk(spec, p, v, &format!("{unique}.{name}"), depth + 1),
+                                None => v.clone(),
+                            };
+                            (name.clone(), v)
+                        })
+                        .collect(),
+                )
+            }
+            _ => value.clone(),
+        }
+    }
+    walk(spec, schema, value, unique, 0)
 }
 
 fn integer(node: &Node) -> i64 {
@@ -323,34 +383,4 @@ pub fn changed(body: &Value) -> Option<Value> {
     }
     let mut copy = body.clone();
     change(&mut copy).then_some(copy)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strings_are_synthesized_to_match_the_pattern_the_server_enforces() {
-        let cases = [
-            ("^[0-9]{4}$", 0, usize::MAX),
-            ("^[A-Z]{2}$", 0, usize::MAX),
-            ("^[a-z]+-[a-z]+$", 0, usize::MAX),
-            ("^(?=.*[0-9]).{8,}$", 0, usize::MAX),
-            ("^[a-z0-9]{3,5}$", 3, 5),
-            ("[a-z]", 0, usize::MAX),
-        ];
-        for (pattern, min, max) in cases {
-            let text = matching(pattern, "probe-q".into(), min, max);
-            let regex = idemgen_protocol::pattern::compile(pattern).unwrap();
-            assert!(regex.is_match(&text), "{pattern}: {text:?}");
-            assert!(
-                (min..=max).contains(&text.chars().count()),
-                "{pattern}: {text:?}"
-            );
-        }
-        // A value that already matches is kept (it carries the probe's unique tag).
-        assert_eq!(matching("^probe-", "probe-q1".into(), 0, 64), "probe-q1");
-        // Nothing plain matches: the value stays, and the server's 400 says why.
-        assert_eq!(matching("^\\u{1F600}$", "probe-q".into(), 0, 64), "probe-q");
-    }
 }

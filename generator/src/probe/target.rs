@@ -1,8 +1,9 @@
-//! One operation's requests as the probe builds them: a valid request (examples first, else
-//! values synthesized from the schemas, as JSON, a form or multipart parts), a second one that differs in its
-//! semantic input (the body, else a query parameter, else a fingerprinted header), and an invalid
-//! one (a body that cannot be the operation's, else a required query parameter left out, else a
-//! query value of the wrong type).
+//! One operation's requests as the probe builds them: a valid request (the probe config's body,
+//! else examples, else values synthesized from the schemas, as JSON, a form or multipart parts),
+//! fresh for every check and validated against the schema before it is sent, a second one that
+//! differs in its semantic input (the body, else a query parameter, else a fingerprinted
+//! header), and an invalid one (a body that cannot be the operation's, else a required query
+//! parameter left out, else a query value of the wrong type).
 
 use serde_json::Value;
 
@@ -23,8 +24,146 @@ pub(super) enum Encoding {
     Multipart(Vec<(String, PartKind)>),
 }
 
+/// Where an operation's bodies come from.
+pub(super) struct BodyPlan<'s> {
+    spec: &'s LoadedSpec,
+    /// The media type's schema.
+    schema: Option<NodeRef<'s>>,
+    /// The media type's `example` (or first of `examples`).
+    example: Option<Value>,
+    /// The probe config's body, placeholders and all.
+    configured: Option<Value>,
+}
+
+/// In a probe config's body: a string holding it is given this part fresh for every check.
+pub const UNIQUE: &str = "{unique}";
+/// In a probe config's body: a value that is this string is synthesized from its schema.
+pub const SYNTHESIZE: &str = "{synthesize}";
+
+impl BodyPlan<'_> {
+    /// The valid body for `unique` (one check), and a second one that differs (for
+    /// `changed-request`): valid where the schema leaves room, else the first with one leaf
+    /// changed; `Err` says why no valid body could be made.
+    pub fn bodies(&self, unique: &str) -> Result<(Value, Option<Value>), String> {
+        let first = self.body(&format!("{unique}a"))?;
+        let second = self
+            .body(&format!("{unique}b"))
+            .ok()
+            .filter(|v| *v != first)
+            .or_else(|| synth::changed(&first));
+        Ok((first, second))
+    }
+
+    fn body(&self, unique: &str) -> Result<Value, String> {
+        if let Some(configured) = &self.configured {
+            // The config's words: sent as written but for its placeholders.
+            return Ok(self.resolve(configured, self.schema, unique));
+        }
+        let example = self.example.as_ref().map(|example| match self.schema {
+            Some(schema) => synth::fresh(self.spec, schema, example, unique),
+            None => example.clone(),
+        });
+        if let Some(example) = example.filter(|e| self.valid(e).is_ok()) {
+            return Ok(example);
+        }
+        let schema = self
+            .schema
+            .ok_or("the media type has neither a valid example nor a schema")?;
+        let made = synth::value(self.spec, schema, unique);
+        self.valid(&made).map(|()| made).map_err(|why| {
+            format!(
+                "no valid body could be made ({why}): give one in the probe config (docs/probe.md)"
+            )
+        })
+    }
+
+    /// Whether `value` is valid for the body's schema.
+    pub fn valid(&self, value: &Value) -> Result<(), String> {
+        match self.schema {
+            Some(schema) => super::valid::validate(self.spec, schema, value),
+            None => Ok(()),
+        }
+    }
+
+    /// `value` with [`UNIQUE`] replaced by a fresh tag and [`SYNTHESIZE`] by a value of its
+    /// property's schema.
+    fn resolve(&self, value: &Value, schema: Option<NodeRef<'_>>, unique: &str) -> Value {
+        match value {
+            Value::String(s) if s == SYNTHESIZE => schema
+                .map(|schema| synth::value(self.spec, schema, unique))
+                .unwrap_or_else(|| Value::String(format!("probe-{unique}"))),
+            Value::String(s) => Value::String(s.replace(UNIQUE, &short_tag(unique))),
+            Value::Array(items) => {
+                let item = schema.and_then(|s| {
+                    let s = self.spec.deref(s);
+                    s.node.get("items").map(|n| NodeRef {
+                        file: s.file,
+                        node: n,
+                    })
+                });
+                Value::Array(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| self.resolve(v, item, &format!("{unique}{i}")))
+                        .collect(),
+                )
+            }
+            Value::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, v)| {
+                        let property = schema.and_then(|s| property(self.spec, s, name));
+                        (
+                            name.clone(),
+                            self.resolve(v, property, &format!("{unique}.{name}")),
+                        )
+                    })
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+/// What [`UNIQUE`] stands for: 12 lowercase hex characters, a digest of the check's own tag (the
+/// run's, the check's, the request's): distinct per check and per run.
+fn short_tag(unique: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(unique.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The schema of property `name` of an object schema (its own, or an `allOf` member's).
+fn property<'s>(spec: &'s LoadedSpec, schema: NodeRef<'s>, name: &str) -> Option<NodeRef<'s>> {
+    let schema = spec.deref(schema);
+    if let Some(found) = schema.node.get("properties").and_then(|p| p.get(name)) {
+        return Some(NodeRef {
+            file: schema.file,
+            node: found,
+        });
+    }
+    schema
+        .node
+        .get("allOf")
+        .and_then(Node::as_seq)?
+        .iter()
+        .find_map(|m| {
+            property(
+                spec,
+                NodeRef {
+                    file: schema.file,
+                    node: m,
+                },
+                name,
+            )
+        })
+}
+
 /// One operation's requests.
-pub(super) struct Target {
+pub(super) struct Target<'s> {
     pub id: String,
     pub method: String,
     /// The path template (`/payments/{id}/capture`).
@@ -36,8 +175,8 @@ pub(super) struct Target {
     pub min_key_length: usize,
     pub content_type: Option<String>,
     pub encoding: Encoding,
-    /// A valid body, and a second valid one that differs (for `changed-request`).
-    pub body: Option<(Value, Option<Value>)>,
+    /// Where its bodies come from (`None`: it has none).
+    pub body: Option<BodyPlan<'s>>,
     /// The query parameters every request carries (the required ones), synthesized.
     pub query: Vec<(String, String)>,
     /// The header parameters marked `x-idempotency-fingerprint: true`, with a value each.
@@ -52,13 +191,19 @@ pub(super) struct Target {
     pub idempotent: bool,
 }
 
-impl Target {
-    /// The requests of `op` (its spec node found by method and path), with values tagged `tag`.
-    pub fn of(spec: &LoadedSpec, op: &OperationIr, tag: &str) -> Target {
+impl<'s> Target<'s> {
+    /// The requests of `op` (its spec node found by method and path), with values tagged `tag`;
+    /// `configured` is the probe config's body.
+    pub fn of(
+        spec: &'s LoadedSpec,
+        op: &OperationIr,
+        tag: &str,
+        configured: Option<Value>,
+    ) -> Target<'s> {
         let view = crate::spec::operations(spec)
             .into_iter()
             .find(|o| o.method.eq_ignore_ascii_case(&op.http_method) && o.path == op.path);
-        let body = view.and_then(|v| body_of(spec, v.node, tag));
+        let body = view.and_then(|v| body_of(spec, v.node, configured));
         let key = op.idempotency.as_ref().map(|i| &i.key);
         let mut target = Target {
             id: op.id.clone(),
@@ -69,11 +214,9 @@ impl Target {
                 usize::try_from(k.max_length).unwrap_or(idemgen_protocol::MAX_KEY_LEN)
             }),
             min_key_length: key.map_or(1, |k| usize::try_from(k.min_length).unwrap_or(1)),
-            content_type: body.as_ref().map(|(ct, _, _, _)| ct.clone()),
-            encoding: body
-                .as_ref()
-                .map_or(Encoding::Json, |(_, e, _, _)| e.clone()),
-            body: body.map(|(_, _, first, second)| (first, second)),
+            content_type: body.as_ref().map(|(ct, _, _)| ct.clone()),
+            encoding: body.as_ref().map_or(Encoding::Json, |(_, e, _)| e.clone()),
+            body: body.map(|(_, _, plan)| plan),
             query: Vec::new(),
             headers: Vec::new(),
             alternative: None,
@@ -167,13 +310,19 @@ impl Target {
         self.build(options, path, key, body, &self.query, &self.headers)
     }
 
-    /// The same request with the semantic input changed where it can be without a body: a
-    /// query parameter or a fingerprinted header with another value.
-    pub fn changed_request(&self, options: &Options, path: &str, key: &str) -> Option<Request> {
-        if let Some((_, Some(second))) = &self.body {
+    /// The same request with the semantic input changed: `bodies`' second body, else (an
+    /// operation without a body) a query parameter or a fingerprinted header with another value.
+    pub fn changed_request(
+        &self,
+        options: &Options,
+        path: &str,
+        key: &str,
+        bodies: Option<&(Value, Option<Value>)>,
+    ) -> Option<Request> {
+        if let Some((_, Some(second))) = bodies {
             return Some(self.request(options, path, Some(key), Some(second)));
         }
-        let body = self.body.as_ref().map(|(b, _)| b);
+        let body = bodies.map(|(b, _)| b);
         let (location, name, other) = self.alternative.as_ref()?;
         let replace = |list: &[(String, String)]| {
             let mut list: Vec<(String, String)> =
@@ -362,14 +511,13 @@ pub(super) fn percent(text: &str) -> String {
         .collect()
 }
 
-/// The request body of an operation node: (media type, how it is encoded, an example or
-/// synthesized value, a second value that differs). JSON preferred, else a form, else multipart
-/// parts it can type.
-fn body_of(
-    spec: &LoadedSpec,
-    node: NodeRef<'_>,
-    tag: &str,
-) -> Option<(String, Encoding, Value, Option<Value>)> {
+/// The request body of an operation node: (media type, how it is encoded, where its values come
+/// from). JSON preferred, else a form, else multipart parts it can type.
+fn body_of<'s>(
+    spec: &'s LoadedSpec,
+    node: NodeRef<'s>,
+    configured: Option<Value>,
+) -> Option<(String, Encoding, BodyPlan<'s>)> {
     let body = node.node.get("requestBody")?;
     let body = spec.deref(NodeRef {
         file: node.file,
@@ -412,13 +560,17 @@ fn body_of(
         file: media.file,
         node: s,
     });
-    let first = synth::media_example(spec, media)
-        .or_else(|| schema.map(|s| synth::value(spec, s, &format!("{tag}a"))))?;
-    let second = schema
-        .map(|s| synth::value(spec, s, &format!("{tag}b")))
-        .filter(|v| *v != first)
-        .or_else(|| synth::changed(&first));
-    Some((media_type.text.clone(), encoding, first, second))
+    let example = synth::media_example(spec, media);
+    if schema.is_none() && example.is_none() && configured.is_none() {
+        return None;
+    }
+    let plan = BodyPlan {
+        spec,
+        schema,
+        example,
+        configured,
+    };
+    Some((media_type.text.clone(), encoding, plan))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! `regress`, which backtracks as JavaScript engines do; [`nested_quantifier`] tells which
 //! patterns could then take exponential time, and `idemgen check` reports them.
 
+mod sample;
 mod syntax;
 
 /// A compiled pattern.
@@ -91,6 +92,66 @@ pub fn needs_backtracking(source: &str) -> Option<bool> {
     syntax::parse(source)
         .ok()
         .map(|tree| syntax::needs_backtracking(&tree))
+}
+
+/// A value of `min_chars..=max_chars` characters that `source` matches, drawn from `seed` (one
+/// seed, one value; another seed, most often another value): generated from the pattern's
+/// syntax tree, what the tree does not decide (lookarounds, backreferences) settled by search,
+/// and every candidate checked by the compiled pattern. A pattern outside the tree's syntax (or
+/// one the walk found nothing for) is tried with plain candidates: digits, letters, both. `None` when the pattern does not compile
+/// or nothing was found.
+pub fn sample(source: &str, seed: u64, min_chars: usize, max_chars: usize) -> Option<String> {
+    let regex = compile(source).ok()?;
+    let tree = syntax::parse(source).ok();
+    if let Some(found) = tree
+        .as_ref()
+        .and_then(|tree| sample::sample(tree, &regex, seed, min_chars, max_chars))
+    {
+        return Some(found);
+    }
+    const ALPHABETS: [&str; 7] = [
+        "0123456789",
+        "abcdefghijklmnopqrstuvwxyz",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+        "a1b2c3d4e5f6g7h8i9j0",
+        "Ab1Cd2Ef3Gh4Ij5Kl6Mn7",
+        "Ab1!Cd2?Ef3-Gh4_Ij5.",
+        "a-b-c-d-e-f-g-h-i-j-k",
+    ];
+    let lengths = [
+        min_chars.max(1),
+        1,
+        2,
+        3,
+        4,
+        6,
+        8,
+        10,
+        12,
+        16,
+        20,
+        24,
+        32,
+        36,
+    ];
+    ALPHABETS
+        .iter()
+        .flat_map(|alphabet| {
+            lengths
+                .iter()
+                .filter(|&&len| len >= min_chars && len <= max_chars)
+                .map(move |&len| {
+                    // Rotated by the seed: another seed, another value where one fits.
+                    let skip = (seed % alphabet.len() as u64) as usize;
+                    alphabet
+                        .chars()
+                        .cycle()
+                        .skip(skip)
+                        .take(len)
+                        .collect::<String>()
+                })
+        })
+        .find(|candidate| regex.is_match(candidate))
 }
 
 /// The most `|` a pattern may have: `regress` nests alternatives one level each, and compiling a
@@ -341,5 +402,55 @@ mod tests {
         }
         assert_eq!(needs_backtracking("^(?=a)"), Some(true));
         assert_eq!(needs_backtracking("^a$"), Some(false));
+    }
+
+    #[test]
+    fn samples_match_their_pattern_within_the_lengths_and_vary_with_the_seed() {
+        let shapes = [
+            ("^[A-Z]{3}-[0-9]{4}$", 0, usize::MAX),
+            ("^SKU-[0-9]{4}$", 0, usize::MAX),
+            ("^A[0-9]$", 0, usize::MAX),
+            ("^(EUR|USD|GBP)$", 0, usize::MAX),
+            ("^[a-z]+(-[a-z]+)*$", 0, usize::MAX),
+            (r"^\d{2,4}\.\d{2}$", 0, usize::MAX),
+            ("^[^@ ]+@[^@ ]+\\.[a-z]{2,}$", 0, usize::MAX),
+            (r"^\w{8,12}$", 8, 12),
+            ("^(?=.*[0-9])(?=.*[A-Z]).{8,}$", 8, 64),
+            ("^(a)\\1$", 0, usize::MAX),
+            ("[a-z]", 5, 10),
+            ("^[a-z0-9]{3,5}$", 3, 5),
+            ("^(?!test)[a-z]{4}$", 0, usize::MAX),
+            (r"^[\p{L}]+$", 0, usize::MAX),
+            (r"^\S+$", 1, 20),
+            ("^[^a-z]{2}$", 0, usize::MAX),
+            (".", 0, usize::MAX),
+        ];
+        for (pattern, min, max) in shapes {
+            let regex = compile(pattern).unwrap();
+            let mut seen = std::collections::BTreeSet::new();
+            for seed in 0..8 {
+                let value = sample(pattern, seed, min, max)
+                    .unwrap_or_else(|| panic!("{pattern}: no value"));
+                assert!(regex.is_match(&value), "{pattern}: {value:?}");
+                assert!(
+                    (min..=max).contains(&value.chars().count()),
+                    "{pattern}: {value:?}"
+                );
+                seen.insert(value);
+            }
+            // Fresh per seed where the pattern leaves room for it.
+            let fixed = ["^A[0-9]$", "^(EUR|USD|GBP)$", "^(a)\\1$"];
+            if !fixed.contains(&pattern) {
+                assert!(seen.len() >= 4, "{pattern}: {seen:?}");
+            }
+        }
+        // One seed, one value.
+        assert_eq!(
+            sample("^[A-Z]{3}-[0-9]{4}$", 7, 0, 64),
+            sample("^[A-Z]{3}-[0-9]{4}$", 7, 0, 64)
+        );
+        // Nothing fits: none.
+        assert_eq!(sample("^[a-z]{10}$", 1, 0, 5), None);
+        assert_eq!(sample("(", 1, 0, 5), None);
     }
 }

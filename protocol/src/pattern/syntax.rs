@@ -302,8 +302,21 @@ impl Parser {
                 self.at += 1;
                 Ok(Node::WordBoundary { negated: c == 'B' })
             }
-            '1'..='9' => Ok(Node::Backreference),
-            'k' if self.peek_at(1) == Some('<') => Ok(Node::Backreference),
+            '1'..='9' => {
+                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                    self.at += 1;
+                }
+                Ok(Node::Backreference)
+            }
+            'k' if self.peek_at(1) == Some('<') => {
+                while let Some(c) = self.peek() {
+                    self.at += 1;
+                    if c == '>' {
+                        break;
+                    }
+                }
+                Ok(Node::Backreference)
+            }
             _ => match self.class_escape()? {
                 ClassItem::Set(set, negated) => Ok(Node::Class {
                     negated: false,
