@@ -94,9 +94,10 @@ pub struct ProbeArgs {
     /// links, the probe config's setup, or the same-prefix POST).
     #[arg(long = "path-param", value_name = "[OPERATION_ID.]NAME=VALUE")]
     pub path_params: Vec<String>,
-    /// The probe config (TOML): per operation, fixed path parameters, the setup calls that bring a
-    /// fresh resource into the state it needs, a body: `[operations.createRefund]`, `path = { id
-    /// = "…" }`, `setup = ["createPayment", "capturePayment"]`, `body = { amount = 100 }`.
+    /// The probe config (TOML), every key in docs/probe.md: `skip = ["problem-types"]`; per
+    /// operation, fixed path parameters, the setup calls that bring a fresh resource into the state
+    /// it needs, a body: `[operations.createRefund]`, `path = { id = "…" }`, `setup =
+    /// ["createPayment", "capturePayment"]`, `body = { amount = 100, ref = "r-{unique}" }`.
     #[arg(long, value_name = "PATH")]
     pub probe_config: Option<PathBuf>,
     /// The output format.

@@ -576,6 +576,89 @@ fn body_of<'s>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loader::{MemoryFs, load_with};
+
+    const SPEC: &str = r#"
+openapi: 3.1.0
+info: { title: t, version: '1' }
+paths: {}
+components:
+  schemas:
+    Item:
+      type: object
+      required: [sku, name]
+      properties:
+        sku: { type: string, pattern: '^[A-Z]{3}-[0-9]{4}$', example: ABC-1234 }
+        name: { type: string, maxLength: 40 }
+        tags: { type: array, items: { type: string, pattern: '^t[0-9]$' } }
+"#;
+
+    fn plan<'s>(
+        spec: &'s LoadedSpec,
+        example: Option<Value>,
+        configured: Option<Value>,
+    ) -> BodyPlan<'s> {
+        let root = spec.root();
+        let schema = root
+            .node
+            .get("components")
+            .unwrap()
+            .get("schemas")
+            .unwrap()
+            .get("Item")
+            .unwrap();
+        BodyPlan {
+            spec,
+            schema: Some(NodeRef {
+                file: root.file,
+                node: schema,
+            }),
+            example,
+            configured,
+        }
+    }
+
+    #[test]
+    fn bodies_are_fresh_per_check_valid_and_keep_the_configs_words() {
+        let mut fs = MemoryFs::new();
+        fs.insert("/s.yaml", SPEC);
+        let spec = load_with(&fs, std::path::Path::new("/s.yaml")).unwrap();
+        // Synthesized: the sku drawn from its pattern, another one per check.
+        let synthesized = plan(&spec, None, None);
+        let (a, second) = synthesized.bodies("run-first").unwrap();
+        let (b, _) = synthesized.bodies("run-storm").unwrap();
+        assert!(synthesized.valid(&a).is_ok() && synthesized.valid(&b).is_ok());
+        assert_ne!(a["sku"], b["sku"], "{a} {b}");
+        assert_ne!(a["sku"], "ABC-1234");
+        assert_ne!(Some(&a), second.as_ref());
+        // An example keeps its words but for strings under a pattern.
+        let example = serde_json::json!({"sku": "ABC-1234", "name": "Bolt", "tags": ["t1"]});
+        let from_example = plan(&spec, Some(example), None);
+        let (c, _) = from_example.bodies("run-first").unwrap();
+        assert_eq!(c["name"], "Bolt");
+        assert_ne!(c["sku"], "ABC-1234");
+        assert!(from_example.valid(&c).is_ok(), "{c}");
+        // An invalid example is not sent: the synthesized body is.
+        let invalid = plan(&spec, Some(serde_json::json!({"name": 1})), None);
+        assert!(invalid.valid(&invalid.bodies("x").unwrap().0).is_ok());
+        // The config's body: sent as written but for its placeholders.
+        let configured = plan(
+            &spec,
+            None,
+            Some(serde_json::json!({"sku": "{synthesize}", "name": "bolt-{unique}", "extra": 1})),
+        );
+        let (d, _) = configured.bodies("run-first").unwrap();
+        let (e, _) = configured.bodies("run-storm").unwrap();
+        assert_eq!(d["extra"], 1);
+        let name = d["name"].as_str().unwrap();
+        assert!(name.starts_with("bolt-") && name.len() == 17, "{name}");
+        assert_ne!(d["name"], e["name"]);
+        assert!(
+            idemgen_protocol::pattern::compile("^[A-Z]{3}-[0-9]{4}$")
+                .unwrap()
+                .is_match(d["sku"].as_str().unwrap())
+        );
+    }
 
     #[test]
     fn forms_and_queries_are_percent_encoded() {

@@ -26,6 +26,8 @@ mod load_errors;
 mod lock_shape;
 /// `idemgen probe` against a correct server and broken copies of it.
 mod probe;
+/// `idemgen probe` against a server not built with idemgen: natural keys, RFC 9457 problems.
+mod probe_foreign;
 /// `idemgen probe` against a stateful payments API: links, fresh preconditions, business answers.
 mod probe_stateful;
 /// Property-based tests: mutated and random documents never panic the loader.

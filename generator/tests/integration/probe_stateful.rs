@@ -412,7 +412,27 @@ async fn refund(
     .await
 }
 
+/// Serves the payments server with `defect`; with `own_types`, every problem type of the
+/// protocol's is rewritten to one of the server's own (`https://payments.example/problems/…`),
+/// as a server not built with idemgen answers.
 fn serve(defect: Defect) -> String {
+    serve_typed(defect, false)
+}
+
+/// Rewrites protocol.md's problem types in a response body to the server's own.
+async fn own_types(response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let text = String::from_utf8_lossy(&bytes).replace(PROTOCOL, OWN);
+    let mut response = Response::from_parts(parts, axum::body::Body::from(text));
+    response.headers_mut().remove("content-length");
+    response
+}
+
+/// The prefix of the server's own problem types.
+const OWN: &str = "https://payments.example/problems/";
+
+fn serve_typed(defect: Defect, own: bool) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
@@ -425,11 +445,14 @@ fn serve(defect: Defect) -> String {
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime.block_on(async move {
-            let app = axum::Router::new()
+            let mut app = axum::Router::new()
                 .route("/payments", axum::routing::post(create))
                 .route("/payments/{id}/capture", axum::routing::post(capture))
                 .route("/payments/{id}/refunds", axum::routing::post(refund))
                 .with_state(state);
+            if own {
+                app = app.layer(axum::middleware::map_response(own_types));
+            }
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
@@ -438,11 +461,15 @@ fn serve(defect: Defect) -> String {
 }
 
 fn probe_with(defect: Defect, tweak: impl FnOnce(&mut Options)) -> ProbeReport {
+    probe_of(serve(defect), tweak)
+}
+
+fn probe_of(base_url: String, tweak: impl FnOnce(&mut Options)) -> ProbeReport {
     let mut fs = MemoryFs::new();
     fs.insert("/spec/openapi.yaml", SPEC);
     let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).unwrap();
     let mut options = Options {
-        base_url: serve(defect),
+        base_url,
         headers: vec![("Authorization".into(), "alice".into())],
         other_headers: vec![("Authorization".into(), "bob".into())],
         ..Options::default()
@@ -530,6 +557,63 @@ fn each_defect_is_caught_by_the_check_that_names_it() {
             .collect();
         assert_eq!(got, expected, "{defect:?}");
     }
+}
+
+#[test]
+fn with_problem_types_of_its_own_the_server_passes_and_a_storm_that_runs_twice_is_caught() {
+    let report = probe_of(serve_typed(Defect::None, true), |_| {});
+    assert_eq!(report.results.len(), 3 * probe::CHECKS.len());
+    for r in &report.results {
+        match r.check {
+            "problem-types" => assert!(
+                matches!(&r.outcome, Outcome::Skipped { reason } if reason.contains("of its own")),
+                "{} {:?}",
+                r.operation,
+                r.outcome
+            ),
+            _ => assert_eq!(
+                r.outcome,
+                Outcome::Passed,
+                "{} {}: {:?}",
+                r.operation,
+                r.check,
+                r.outcome
+            ),
+        }
+    }
+    let report = probe_of(serve_typed(Defect::CaptureStormExecutesTwice, true), |_| {});
+    let expected: BTreeSet<(String, &str)> =
+        BTreeSet::from([("capturePayment".to_owned(), "concurrent")]);
+    assert_eq!(failures(&report), expected);
+    let storm = report
+        .results
+        .iter()
+        .find(|r| r.operation == "capturePayment" && r.check == "concurrent")
+        .unwrap();
+    assert!(
+        matches!(&storm.outcome, Outcome::Failed { why, .. } if why.contains("distinct 2xx bodies")),
+        "{:?}",
+        storm.outcome
+    );
+    // The probe config skips protocol.md's types by name; a check that does not exist is refused.
+    let report = probe_of(serve_typed(Defect::None, false), |o| {
+        o.skip = vec!["problem-types".into()];
+    });
+    assert!(report.results.iter().all(|r| r.check != "problem-types"
+        || r.outcome
+            == Outcome::Skipped {
+                reason: "skipped by the probe config".into()
+            }));
+    let mut fs = MemoryFs::new();
+    fs.insert("/spec/openapi.yaml", SPEC);
+    let spec = load_with(&fs, Path::new("/spec/openapi.yaml")).unwrap();
+    let options = Options {
+        base_url: "http://127.0.0.1:9".into(),
+        skip: vec!["problem-type".into()],
+        ..Options::default()
+    };
+    let error = probe::run(&spec, "Idempotency-Key", &options).unwrap_err();
+    assert!(error.to_string().contains("`problem-type`"), "{error}");
 }
 
 #[test]
