@@ -304,9 +304,10 @@ pub fn check_max_properties(path: &FieldPath<'_>, len: usize, max: u64) -> Resul
 /// (rule `pattern-invalid`), so generated code never holds a pattern that does not compile.
 ///
 /// A regular pattern (no lookaround, no backreference) is matched in time linear in the value,
-/// `^(a+)+$` included; one that needs backtracking runs on `regress`, which is exponential on
-/// nested quantifiers (`idemgen check` reports them: `pattern-nested-quantifier`), and a
-/// `maxLength` beside it bounds the cost (it is checked first).
+/// `^(a+)+$` included; one that needs backtracking runs within a step budget
+/// ([`idemgen_protocol::pattern::BACKTRACK_LIMIT`]), and a value the budget does not decide is
+/// refused (400) rather than left to run (`idemgen check` reports the nested quantifiers that
+/// lead there: `pattern-nested-quantifier`).
 pub struct Pattern {
     source: &'static str,
     compiled: OnceLock<Result<idemgen_protocol::pattern::Regex, String>>,
@@ -329,13 +330,14 @@ impl Pattern {
     /// Whether `value` matches anywhere (JSON Schema patterns are not anchored: `^…$` anchors
     /// them); `Err` when the pattern does not compile (then on every call, compiled once).
     pub fn is_match(&self, value: &str) -> Result<bool, &str> {
-        let compiled = self
-            .compiled
-            .get_or_init(|| idemgen_protocol::pattern::compile(self.source));
-        match compiled {
-            Ok(regex) => Ok(regex.is_match(value)),
-            Err(e) => Err(e),
-        }
+        Ok(self.compiled()?.is_match(value))
+    }
+
+    fn compiled(&self) -> Result<&idemgen_protocol::pattern::Regex, &str> {
+        self.compiled
+            .get_or_init(|| idemgen_protocol::pattern::compile(self.source))
+            .as_ref()
+            .map_err(String::as_str)
     }
 }
 
@@ -349,10 +351,14 @@ impl std::fmt::Debug for Pattern {
 /// compile (which `idemgen check` refuses, so generated code never has one) fails every value
 /// with a detail that says so, rather than passing them unchecked or panicking.
 pub fn check_pattern(path: &FieldPath<'_>, value: &str, pattern: &Pattern) -> Result<(), String> {
-    match pattern.is_match(value) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(format!(
+    match pattern.compiled().map(|regex| regex.matches(value)) {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(format!(
             "{path}: must match the pattern {}",
+            pattern.source()
+        )),
+        Ok(Err(idemgen_protocol::pattern::Undecided)) => Err(format!(
+            "{path}: could not be checked against the pattern {} within its matching budget",
             pattern.source()
         )),
         Err(e) => Err(format!(
@@ -547,6 +553,27 @@ mod tests {
         assert!(check_pattern(&body, &"a".repeat(100_000), &NESTED).is_ok());
         // Microseconds for one pass; the bound only tells a pass from a backtracking run.
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    /// A pattern that needs backtracking (a lookahead) nesting a repetition, on a value that
+    /// almost matches: refused within its budget, with a detail that says so.
+    #[test]
+    fn a_backtracking_pattern_is_refused_within_its_budget() {
+        static LOOKING: Pattern = Pattern::new("^((?=a)a+)+$");
+        let body = FieldPath::Root("body");
+        let started = std::time::Instant::now();
+        let detail = check_pattern(&body, &("a".repeat(40) + "!"), &LOOKING).unwrap_err();
+        assert_eq!(
+            detail,
+            "body: could not be checked against the pattern ^((?=a)a+)+$ within its matching budget"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(check_pattern(&body, &"a".repeat(1000), &LOOKING).is_ok());
+        assert!(
+            check_pattern(&body, "b", &LOOKING)
+                .unwrap_err()
+                .contains("must match")
+        );
     }
 
     #[test]

@@ -90,8 +90,10 @@ fn check_pattern(value: NodeRef<'_>, sink: &mut Sink<'_>) {
                 if idemgen_protocol::pattern::nested_quantifier(source) == Some(true) {
                     let how = if regex.is_linear() {
                         "the generated server matches it in time linear in the value, but a backtracking engine (most validators, browsers and clients) takes time exponential in the length of a value that almost matches"
+                    } else if regex.is_bounded() {
+                        "it needs a backtracking engine (a lookaround or a backreference); the generated server's stops at its step budget and refuses a value it did not decide with 400, so a value that almost matches can be refused although it matches"
                     } else {
-                        "it needs a backtracking engine (a lookaround or a backreference), and the generated server's takes time exponential in the length of a value that almost matches: a request can hold a worker"
+                        "it needs a backtracking engine, and the generated server's has no budget for it: a value that almost matches takes time exponential in its length and can hold a worker"
                     };
                     sink.report(
                         RuleId::PatternNestedQuantifier,

@@ -11,10 +11,13 @@
 //!
 //! Matching takes time linear in the value whenever the pattern is regular: its syntax tree
 //! ([`syntax`]) is written in the `regex` crate's syntax with ECMA-262's meanings and matched
-//! by that crate's automata, whatever the value (`^(a+)+$` included). Only a pattern with a
-//! lookaround or a backreference (or a construct the translation does not take) is matched by
-//! `regress`, which backtracks as JavaScript engines do; [`nested_quantifier`] tells which
-//! patterns could then take exponential time, and `idemgen check` reports them.
+//! by that crate's automata, whatever the value (`^(a+)+$` included). A pattern with a
+//! lookaround or a backreference is written the same way in `fancy-regex`'s syntax and matched
+//! by that crate's backtracking engine under a step budget ([`BACKTRACK_LIMIT`]): a value the
+//! budget does not decide is [`Undecided`], never a worker held. Only what neither translation
+//! takes (a construct the tree does not parse) is matched by `regress`, which backtracks as
+//! JavaScript engines do, without a budget; [`nested_quantifier`] tells which patterns could then
+//! take exponential time, and `idemgen check` reports them.
 
 mod sample;
 mod syntax;
@@ -29,23 +32,58 @@ pub struct Regex {
 enum Engine {
     /// The `regex` crate: time linear in the value.
     Linear(regex::Regex),
-    /// `regress`, for lookarounds and backreferences: backtracking.
+    /// `fancy-regex`, for lookarounds and backreferences: backtracking within a step budget.
+    Bounded(Box<fancy_regex::Regex>),
+    /// `regress`, for what the tree does not take: backtracking without a budget.
     Backtracking(regress::Regex),
 }
 
+/// The most backtracking steps one match may take on the bounded engine: past it the value is
+/// [`Undecided`]. 7 to 25 ms of one core in a debug build for a value that almost matches
+/// `^((?=a)a+)+$`; `fancy-regex` hands the regular parts of a pattern to the `regex` crate, so
+/// only its lookarounds and backreferences spend steps.
+pub const BACKTRACK_LIMIT: usize = 100_000;
+
+/// A value the bounded engine could not match or refute within [`BACKTRACK_LIMIT`] steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undecided;
+
+impl std::fmt::Display for Undecided {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not decided within the pattern's budget of {BACKTRACK_LIMIT} backtracking steps"
+        )
+    }
+}
+
 impl Regex {
-    /// Whether `value` matches somewhere (not anchored).
+    /// Whether `value` matches somewhere (not anchored); a value the budget does not decide
+    /// does not match (see [`Regex::matches`]).
     pub fn is_match(&self, value: &str) -> bool {
+        self.matches(value).unwrap_or(false)
+    }
+
+    /// Whether `value` matches somewhere (not anchored), or [`Undecided`] when the bounded
+    /// engine ran out of its budget first.
+    pub fn matches(&self, value: &str) -> Result<bool, Undecided> {
         match &self.engine {
-            Engine::Linear(regex) => regex.is_match(value),
-            Engine::Backtracking(regex) => regex.find(value).is_some(),
+            Engine::Linear(regex) => Ok(regex.is_match(value)),
+            Engine::Bounded(regex) => regex.is_match(value).map_err(|_| Undecided),
+            Engine::Backtracking(regex) => Ok(regex.find(value).is_some()),
         }
     }
 
     /// Whether matching takes time linear in the value (the `regex` crate's engine); `false`
-    /// when the pattern needs the backtracking one (a lookaround or a backreference).
+    /// when the pattern needs a backtracking one (a lookaround or a backreference).
     pub fn is_linear(&self) -> bool {
         matches!(self.engine, Engine::Linear(_))
+    }
+
+    /// Whether matching takes bounded time: linear, or backtracking within [`BACKTRACK_LIMIT`];
+    /// `false` only for a pattern left to `regress`.
+    pub fn is_bounded(&self) -> bool {
+        !matches!(self.engine, Engine::Backtracking(_))
     }
 }
 
@@ -54,18 +92,34 @@ pub fn compile(source: &str) -> Result<Regex, String> {
     within_limits(source)?;
     let backtracking = regress::Regex::with_flags(source, "u")
         .or_else(|unicode| regress::Regex::new(source).map_err(|_| unicode.to_string()))?;
-    let linear = syntax::parse(source)
-        .and_then(|tree| syntax::to_regex(&tree))
-        .ok()
+    let tree = syntax::parse(source).ok();
+    let linear = tree
+        .as_ref()
+        .and_then(|tree| syntax::to_regex(tree).ok())
         .and_then(|translated| {
             regex::RegexBuilder::new(&translated)
                 .size_limit(LINEAR_SIZE_LIMIT)
                 .build()
                 .ok()
         });
+    if let Some(regex) = linear {
+        return Ok(Regex {
+            engine: Engine::Linear(regex),
+        });
+    }
+    let bounded = tree
+        .as_ref()
+        .and_then(|tree| syntax::to_fancy(tree).ok())
+        .and_then(|translated| {
+            fancy_regex::RegexBuilder::new(&translated)
+                .backtrack_limit(BACKTRACK_LIMIT)
+                .delegate_size_limit(LINEAR_SIZE_LIMIT)
+                .build()
+                .ok()
+        });
     Ok(Regex {
-        engine: match linear {
-            Some(regex) => Engine::Linear(regex),
+        engine: match bounded {
+            Some(regex) => Engine::Bounded(Box::new(regex)),
             None => Engine::Backtracking(backtracking),
         },
     })
@@ -354,6 +408,112 @@ mod tests {
                 "{backtracking}"
             );
         }
+    }
+
+    /// The bounded engine agrees with `regress` on lookarounds (ahead and behind, negated or
+    /// not, of any length), backreferences by number and by name, and `\b` beside them.
+    #[test]
+    fn the_bounded_engine_matches_as_regress_does() {
+        let patterns = [
+            "^(?=.*[0-9]).{8,}$",
+            "^(?=.*[0-9])(?=.*[A-Z])(?!.*\\s).{8,}$",
+            r"^(a)\1$",
+            r"^(['\x22])[a-z]*\1$",
+            r"^(?<q>[xy])-\k<q>$",
+            r"^(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)\10$",
+            r"^(a)\1{2}$",
+            "(?<!x)y",
+            "(?<=ab)c",
+            "(?<=a+)c",
+            "(?<![0-9]{2})z",
+            r"\bcat\b(?=!)",
+            r"\Bat(?!e)",
+            "^(?!test)[a-z]{4}$",
+            "^(?:(?!ab).)*$",
+            "^((?=a)a|b)+$",
+        ];
+        let values = [
+            "",
+            "a",
+            "aa",
+            "aaa",
+            "abc",
+            "abcdefg1",
+            "Abcdefg1",
+            "Abcd efg1",
+            "'abc'",
+            "\"ab\"",
+            "'ab\"",
+            "x-x",
+            "x-y",
+            "y-y",
+            "abcdefghijj",
+            "abcdefghija",
+            "y",
+            "xy",
+            "zy",
+            "abc",
+            "aac",
+            "bc",
+            "c",
+            "12z",
+            "1z",
+            "z",
+            "cat!",
+            "a cat!",
+            "concat!",
+            "bat",
+            "bate",
+            "test",
+            "tess",
+            "xxab",
+            "xxxx",
+            "abab",
+            "ba",
+            "éa",
+            "a\nb",
+        ];
+        for pattern in patterns {
+            let compiled = compile(pattern).unwrap();
+            assert!(
+                !compiled.is_linear() && compiled.is_bounded(),
+                "{pattern} is on the bounded engine"
+            );
+            let reference = regress::Regex::with_flags(pattern, "u")
+                .or_else(|_| regress::Regex::new(pattern))
+                .unwrap();
+            for value in values {
+                assert_eq!(
+                    compiled.matches(value),
+                    Ok(reference.find(value).is_some()),
+                    "{pattern:?} on {value:?}"
+                );
+            }
+        }
+        // What the tree does not parse stays on regress, without a budget.
+        assert!(!compile(r"^\p{L}+$").unwrap().is_bounded());
+    }
+
+    /// A nested quantifier around a lookaround (which keeps it off the linear engine) against a
+    /// value that almost matches: undecided within the budget, at once, at any length; a value
+    /// that matches, or fails early, is decided.
+    #[test]
+    fn a_catastrophic_backtracking_pattern_is_undecided_within_its_budget() {
+        let pattern = compile("^((?=a)a+)+$").unwrap();
+        assert!(pattern.is_bounded() && !pattern.is_linear());
+        for length in [41, 1_000, 100_000] {
+            let hostile = "a".repeat(length) + "!";
+            let started = std::time::Instant::now();
+            assert_eq!(pattern.matches(&hostile), Err(Undecided), "{length}");
+            assert!(!pattern.is_match(&hostile));
+            // Milliseconds for the budget; the bound only tells a budget from a runaway.
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(2),
+                "{length}"
+            );
+        }
+        assert_eq!(pattern.matches(&"a".repeat(100_000)), Ok(true));
+        assert_eq!(pattern.matches("b"), Ok(false));
     }
 
     /// `^(a+)+$` against a value that almost matches: exponential on a backtracking engine

@@ -52,7 +52,7 @@ pub(crate) fn sample(
         let mut walk = Walk {
             draw: &mut draw,
             spread,
-            last_group: String::new(),
+            groups: Vec::new(),
         };
         let mut candidate = String::new();
         walk.generate(tree, &mut candidate);
@@ -84,7 +84,7 @@ fn plain_char(draw: &mut Draw, of: usize) -> char {
 fn starts_anchored(node: &Node) -> bool {
     match node {
         Node::Start => true,
-        Node::Group(inner) => starts_anchored(inner),
+        Node::Group(inner, _) => starts_anchored(inner),
         Node::Concat(items) => items.first().is_some_and(starts_anchored),
         Node::Alternation(items) => items.iter().all(starts_anchored),
         _ => false,
@@ -94,7 +94,7 @@ fn starts_anchored(node: &Node) -> bool {
 fn ends_anchored(node: &Node) -> bool {
     match node {
         Node::End => true,
-        Node::Group(inner) => ends_anchored(inner),
+        Node::Group(inner, _) => ends_anchored(inner),
         Node::Concat(items) => items.last().is_some_and(ends_anchored),
         Node::Alternation(items) => items.iter().all(ends_anchored),
         _ => false,
@@ -106,9 +106,9 @@ struct Walk<'d> {
     draw: &'d mut Draw,
     /// How far past its minimum a repetition may go.
     spread: u64,
-    /// What the last group generated: a backreference repeats it (most patterns refer to the
-    /// group just before; the compiled pattern checks the rest).
-    last_group: String,
+    /// What each capturing group generated last, by number: a backreference repeats it (the
+    /// compiled pattern checks the rest).
+    groups: Vec<(u32, String)>,
 }
 
 impl Walk<'_> {
@@ -119,8 +119,12 @@ impl Walk<'_> {
             | Node::Start
             | Node::End
             | Node::WordBoundary { .. }
-            | Node::LookAround(_) => {}
-            Node::Backreference => out.push_str(&self.last_group.clone()),
+            | Node::LookAround(..) => {}
+            Node::Backreference(n) => {
+                if let Some((_, text)) = self.groups.iter().rev().find(|(g, _)| g == n) {
+                    out.push_str(&text.clone());
+                }
+            }
             Node::Literal(c) => out.push(*c),
             Node::Any => out.push(plain_char(self.draw, PLAIN.len())),
             Node::Class { negated, items } => {
@@ -128,10 +132,12 @@ impl Walk<'_> {
                     out.push(c);
                 }
             }
-            Node::Group(inner) => {
+            Node::Group(inner, capture) => {
                 let from = out.len();
                 self.generate(inner, out);
-                self.last_group = out[from..].to_owned();
+                if let Some(n) = capture {
+                    self.groups.push((*n, out[from..].to_owned()));
+                }
             }
             Node::Concat(items) => {
                 for item in items {

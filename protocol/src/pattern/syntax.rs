@@ -36,12 +36,13 @@ pub(crate) enum Node {
         /// `\B`.
         negated: bool,
     },
-    /// `(…)`, `(?:…)`, `(?<name>…)`.
-    Group(Box<Node>),
+    /// `(…)`, `(?<name>…)` (capturing: the group's number, counted by opening parenthesis as
+    /// ECMA-262 counts) or `(?:…)` (`None`).
+    Group(Box<Node>, Option<u32>),
     /// `(?=…)`, `(?!…)`, `(?<=…)`, `(?<!…)`: backtracking only.
-    LookAround(Box<Node>),
-    /// `\1`, `\k<name>`: backtracking only.
-    Backreference,
+    LookAround(Box<Node>, Look),
+    /// `\1`, `\k<name>`: the group's number (a name resolved to it); backtracking only.
+    Backreference(u32),
     /// One after the other.
     Concat(Vec<Node>),
     /// One of them.
@@ -57,6 +58,15 @@ pub(crate) enum Node {
         /// Not `…?` (lazy).
         greedy: bool,
     },
+}
+
+/// Which way a lookaround looks, and whether it must fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// `(?<=…)`, `(?<!…)`.
+    pub behind: bool,
+    /// `(?!…)`, `(?<!…)`.
+    pub negated: bool,
 }
 
 /// What a character class lists.
@@ -89,12 +99,69 @@ pub(crate) fn parse(source: &str) -> Result<Node, Unsupported> {
     let mut parser = Parser {
         chars: source.chars().collect(),
         at: 0,
+        groups: 0,
+        names: Vec::new(),
+        references: Vec::new(),
     };
     let node = parser.alternation(0)?;
     if parser.at != parser.chars.len() {
         return Err(Unsupported);
     }
-    Ok(node)
+    // A number beyond the groups is no reference (without the `u` flag it is an octal escape),
+    // and a name must be a group's: never guess.
+    for reference in &parser.references {
+        let known = match reference {
+            Reference::Number(n) => *n >= 1 && *n <= parser.groups,
+            Reference::Name(name) => parser.names.iter().any(|(n, _)| n == name),
+        };
+        if !known {
+            return Err(Unsupported);
+        }
+    }
+    let number = |placeholder: u32| match &parser.references[(u32::MAX - placeholder) as usize] {
+        Reference::Name(name) => parser
+            .names
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, number)| *number),
+        Reference::Number(n) => *n,
+    };
+    Ok(resolve(node, &number))
+}
+
+/// A backreference as written.
+enum Reference {
+    Number(u32),
+    Name(String),
+}
+
+/// Backreferences (parsed as `u32::MAX - k`, the k-th reference) replaced by the number of
+/// their group.
+fn resolve(node: Node, number: &dyn Fn(u32) -> u32) -> Node {
+    let boxed = |inner: Box<Node>| Box::new(resolve(*inner, number));
+    match node {
+        Node::Backreference(placeholder) => Node::Backreference(number(placeholder)),
+        Node::Group(inner, capture) => Node::Group(boxed(inner), capture),
+        Node::LookAround(inner, look) => Node::LookAround(boxed(inner), look),
+        Node::Repeat {
+            inner,
+            min,
+            max,
+            greedy,
+        } => Node::Repeat {
+            inner: boxed(inner),
+            min,
+            max,
+            greedy,
+        },
+        Node::Concat(items) => {
+            Node::Concat(items.into_iter().map(|i| resolve(i, number)).collect())
+        }
+        Node::Alternation(items) => {
+            Node::Alternation(items.into_iter().map(|i| resolve(i, number)).collect())
+        }
+        other => other,
+    }
 }
 
 /// Nesting deeper than this is left to the backtracking engine (which bounds it already).
@@ -103,6 +170,12 @@ const MAX_DEPTH: usize = 128;
 struct Parser {
     chars: Vec<char>,
     at: usize,
+    /// Capturing groups opened so far.
+    groups: u32,
+    /// Named groups: name and number.
+    names: Vec<(String, u32)>,
+    /// Every backreference, checked once the groups are all known.
+    references: Vec<Reference>,
 }
 
 impl Parser {
@@ -248,23 +321,31 @@ impl Parser {
     }
 
     fn group(&mut self, depth: usize) -> Result<Node, Unsupported> {
-        let look = if self.eat('?') {
+        enum Kind {
+            Plain,
+            Capture,
+            Look(Look),
+        }
+        let look = |behind, negated| Kind::Look(Look { behind, negated });
+        let kind = if self.eat('?') {
             match self.peek() {
                 Some(':') => {
                     self.at += 1;
-                    false
+                    Kind::Plain
                 }
-                Some('=' | '!') => {
+                Some(c @ ('=' | '!')) => {
                     self.at += 1;
-                    true
+                    look(false, c == '!')
                 }
                 Some('<') if matches!(self.peek_at(1), Some('=' | '!')) => {
+                    let negated = self.peek_at(1) == Some('!');
                     self.at += 2;
-                    true
+                    look(true, negated)
                 }
                 Some('<') => {
                     // A named group: its name, then its body.
                     self.at += 1;
+                    let mut name = String::new();
                     while let Some(c) = self.peek() {
                         self.at += 1;
                         if c == '>' {
@@ -273,23 +354,35 @@ impl Parser {
                         if !(c.is_alphanumeric() || c == '_' || c == '$') {
                             return Err(Unsupported);
                         }
+                        name.push(c);
                     }
-                    false
+                    self.names.push((name, self.groups + 1));
+                    Kind::Capture
                 }
                 _ => return Err(Unsupported),
             }
         } else {
-            false
+            Kind::Capture
         };
+        // Numbered by its opening parenthesis.
+        let number = matches!(kind, Kind::Capture).then(|| {
+            self.groups += 1;
+            self.groups
+        });
         let inner = self.alternation(depth + 1)?;
         if !self.eat(')') {
             return Err(Unsupported);
         }
-        Ok(if look {
-            Node::LookAround(Box::new(inner))
-        } else {
-            Node::Group(Box::new(inner))
+        Ok(match kind {
+            Kind::Look(look) => Node::LookAround(Box::new(inner), look),
+            _ => Node::Group(Box::new(inner), number),
         })
+    }
+
+    /// A backreference, its group's number settled once every group is known.
+    fn reference(&mut self, reference: Reference) -> Node {
+        self.references.push(reference);
+        Node::Backreference(u32::MAX - (self.references.len() as u32 - 1))
     }
 
     /// After `\` outside a class.
@@ -303,19 +396,24 @@ impl Parser {
                 Ok(Node::WordBoundary { negated: c == 'B' })
             }
             '1'..='9' => {
-                while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+                let mut number = 0u32;
+                while let Some(d) = self.peek().and_then(|c| c.to_digit(10)) {
                     self.at += 1;
+                    number = number.saturating_mul(10).saturating_add(d);
                 }
-                Ok(Node::Backreference)
+                Ok(self.reference(Reference::Number(number)))
             }
             'k' if self.peek_at(1) == Some('<') => {
+                self.at += 2;
+                let mut name = String::new();
                 while let Some(c) = self.peek() {
                     self.at += 1;
                     if c == '>' {
                         break;
                     }
+                    name.push(c);
                 }
-                Ok(Node::Backreference)
+                Ok(self.reference(Reference::Name(name)))
             }
             _ => match self.class_escape()? {
                 ClassItem::Set(set, negated) => Ok(Node::Class {
@@ -460,8 +558,8 @@ impl Parser {
 /// Whether the tree needs the backtracking engine: a lookaround or a backreference.
 pub(crate) fn needs_backtracking(node: &Node) -> bool {
     match node {
-        Node::LookAround(_) | Node::Backreference => true,
-        Node::Group(inner) | Node::Repeat { inner, .. } => needs_backtracking(inner),
+        Node::LookAround(..) | Node::Backreference(_) => true,
+        Node::Group(inner, _) | Node::Repeat { inner, .. } => needs_backtracking(inner),
         Node::Concat(items) | Node::Alternation(items) => items.iter().any(needs_backtracking),
         _ => false,
     }
@@ -475,7 +573,7 @@ pub(crate) fn nested_quantifier(node: &Node) -> bool {
     fn unbounded_inside(node: &Node) -> bool {
         match node {
             Node::Repeat { max: None, .. } => true,
-            Node::Repeat { inner, .. } | Node::Group(inner) | Node::LookAround(inner) => {
+            Node::Repeat { inner, .. } | Node::Group(inner, _) | Node::LookAround(inner, _) => {
                 unbounded_inside(inner)
             }
             Node::Concat(items) | Node::Alternation(items) => items.iter().any(unbounded_inside),
@@ -489,7 +587,7 @@ pub(crate) fn nested_quantifier(node: &Node) -> bool {
             let repeats = max.is_none_or(|max| max > 1 && max != *min);
             (repeats && unbounded_inside(inner) && !delimited(inner)) || nested_quantifier(inner)
         }
-        Node::Group(inner) | Node::LookAround(inner) => nested_quantifier(inner),
+        Node::Group(inner, _) | Node::LookAround(inner, _) => nested_quantifier(inner),
         Node::Concat(items) | Node::Alternation(items) => items.iter().any(nested_quantifier),
         _ => false,
     }
@@ -500,7 +598,7 @@ pub(crate) fn nested_quantifier(node: &Node) -> bool {
 /// by it, and a value splits into them one way only.
 fn delimited(body: &Node) -> bool {
     let body = match body {
-        Node::Group(inner) => inner.as_ref(),
+        Node::Group(inner, _) => inner.as_ref(),
         other => other,
     };
     let Node::Concat(items) = body else {
@@ -520,7 +618,7 @@ fn unbounded_can_match(node: &Node, c: char) -> bool {
         Node::Repeat {
             inner, max: None, ..
         } => can_match(inner, c),
-        Node::Repeat { inner, .. } | Node::Group(inner) | Node::LookAround(inner) => {
+        Node::Repeat { inner, .. } | Node::Group(inner, _) | Node::LookAround(inner, _) => {
             unbounded_can_match(inner, c)
         }
         Node::Concat(items) | Node::Alternation(items) => {
@@ -550,11 +648,11 @@ fn can_match(node: &Node, c: char) -> bool {
             });
             listed != *negated
         }
-        Node::Group(inner) | Node::Repeat { inner, .. } | Node::LookAround(inner) => {
+        Node::Group(inner, _) | Node::Repeat { inner, .. } | Node::LookAround(inner, _) => {
             can_match(inner, c)
         }
         Node::Concat(items) | Node::Alternation(items) => items.iter().any(|i| can_match(i, c)),
-        Node::Backreference => true,
+        Node::Backreference(_) => true,
         Node::Empty | Node::Start | Node::End | Node::WordBoundary { .. } => false,
     }
 }
@@ -563,11 +661,24 @@ fn can_match(node: &Node, c: char) -> bool {
 /// the backtracking engine matches.
 pub(crate) fn to_regex(node: &Node) -> Result<String, Unsupported> {
     let mut out = String::new();
-    write(node, &mut out)?;
+    write(node, false, &mut out)?;
     Ok(out)
 }
 
-fn write(node: &Node, out: &mut String) -> Result<(), Unsupported> {
+/// The tree in `fancy-regex`'s syntax, with ECMA-262's meanings: lookarounds, capturing groups
+/// (numbered as ECMA-262 numbers them) and backreferences as written, the rest as for the
+/// `regex` crate, `\b` spelled with lookarounds over ASCII word characters.
+pub(crate) fn to_fancy(node: &Node) -> Result<String, Unsupported> {
+    let mut out = String::new();
+    write(node, true, &mut out)?;
+    Ok(out)
+}
+
+/// ECMA-262's `\b` and `\B` over ASCII word characters, as lookarounds.
+const WORD: &str = "[0-9A-Za-z_]";
+
+fn write(node: &Node, fancy: bool, out: &mut String) -> Result<(), Unsupported> {
+    let write = |node: &Node, out: &mut String| write(node, fancy, out);
     match node {
         Node::Empty => out.push_str("(?:)"),
         Node::Literal(c) => literal(*c, out),
@@ -603,15 +714,40 @@ fn write(node: &Node, out: &mut String) -> Result<(), Unsupported> {
         }
         Node::Start => out.push('^'),
         Node::End => out.push('$'),
+        Node::WordBoundary { negated } if fancy => {
+            let (before, after) = if *negated { ("=", "=") } else { ("=", "!") };
+            let (other_before, other_after) = if *negated { ("!", "!") } else { ("!", "=") };
+            let _ = write!(
+                out,
+                "(?:(?<{before}{WORD})(?{after}{WORD})|(?<{other_before}{WORD})(?{other_after}{WORD}))"
+            );
+        }
         Node::WordBoundary { negated } => {
             out.push_str(if *negated { r"(?-u:\B)" } else { r"(?-u:\b)" })
         }
-        Node::Group(inner) => {
-            out.push_str("(?:");
+        Node::Group(inner, capture) => {
+            out.push_str(if fancy && capture.is_some() {
+                "("
+            } else {
+                "(?:"
+            });
             write(inner, out)?;
             out.push(')');
         }
-        Node::LookAround(_) | Node::Backreference => return Err(Unsupported),
+        Node::LookAround(inner, look) if fancy => {
+            out.push_str(match (look.behind, look.negated) {
+                (false, false) => "(?=",
+                (false, true) => "(?!",
+                (true, false) => "(?<=",
+                (true, true) => "(?<!",
+            });
+            write(inner, out)?;
+            out.push(')');
+        }
+        Node::Backreference(n) if fancy => {
+            let _ = write!(out, r"(?:\{n})");
+        }
+        Node::LookAround(..) | Node::Backreference(_) => return Err(Unsupported),
         Node::Concat(items) => {
             for item in items {
                 write(item, out)?;
