@@ -208,8 +208,9 @@ impl RequestParts {
                 "body.{name}: must not contain the NUL character"
             )));
         }
-        serde_urlencoded::from_bytes(bytes)
-            .map_err(|e| bad_request(format!("invalid form body: {e}")))
+        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(bytes));
+        serde_path_to_error::deserialize(deserializer)
+            .map_err(|e| bad_request(format!("{}: {}", field_path(e.path()), e.inner())))
     }
 
     /// The form body, `None` when the request has none.
@@ -327,10 +328,38 @@ pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, Problem> {
     }
 }
 
-/// Parses a JSON body into `T`: 400 with a client-facing description of what is wrong (serde's
-/// message names the field and position, never server internals).
+/// Parses a JSON body into `T`: 400 with a client-facing description of what is wrong, never
+/// server internals. A value of the wrong type or variant names its field as the other checks do
+/// (`body.items[2].unit: unknown variant `box`, expected …`); a body that is not JSON says where
+/// it stops being JSON (`invalid JSON body: … at line 1 column 9`).
 pub fn json_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Problem> {
-    serde_json::from_slice(bytes).map_err(|e| bad_request(format!("invalid JSON body: {e}")))
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let inner = e.inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                let what = inner.to_string();
+                let suffix = format!(" at line {} column {}", inner.line(), inner.column());
+                let what = what.strip_suffix(&suffix).unwrap_or(&what);
+                bad_request(format!("{}: {what}", field_path(e.path())))
+            }
+            _ => bad_request(format!("invalid JSON body: {inner}")),
+        }
+    })?;
+    deserializer
+        .end()
+        .map_err(|e| bad_request(format!("invalid JSON body: {e}")))?;
+    Ok(value)
+}
+
+/// Where in the body a decoding error is: `body`, `body.unit`, `body.items[2].name`.
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    let path = path.to_string();
+    match path.as_str() {
+        "." => "body".to_owned(),
+        p if p.starts_with('[') => format!("body{p}"),
+        p => format!("body.{p}"),
+    }
 }
 
 /// The default name of the key header.
@@ -517,6 +546,15 @@ mod tests {
         assert_eq!(empty, Filters { limit: None });
         let e = form_request(FORM, "").form_body::<Payment>().unwrap_err();
         assert_eq!(e.kind(), ProblemKind::InvalidRequest);
+        // A field of the wrong type is named.
+        let e = form_request(FORM, "amount=five&currency=eur")
+            .form_body::<Payment>()
+            .unwrap_err();
+        assert!(
+            e.detail().unwrap().starts_with("body.amount: "),
+            "{:?}",
+            e.detail()
+        );
     }
 
     #[test]
@@ -529,6 +567,60 @@ mod tests {
         let e = json_body::<W>(b"{\"nam\": 1}").unwrap_err();
         assert_eq!(e.kind().status(), 400);
         assert!(e.detail().unwrap().contains("name"));
+    }
+
+    /// A value of the wrong type or variant, at any depth, names its field the way the
+    /// generated checks do (`body.sku: …`); JSON that does not parse says where.
+    #[test]
+    fn decoding_errors_name_their_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(rename_all = "lowercase")]
+        enum Unit {
+            Each,
+            Case,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Line {
+            unit: Unit,
+            quantity: u32,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Order {
+            sku: String,
+            lines: Vec<Line>,
+            unit: Option<Unit>,
+        }
+        let detail = |body: &str| {
+            json_body::<Order>(body.as_bytes())
+                .unwrap_err()
+                .detail()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            detail(r#"{"sku":"a","lines":[],"unit":"box"}"#),
+            "body.unit: unknown variant `box`, expected `each` or `case`"
+        );
+        assert_eq!(
+            detail(r#"{"sku":"a","lines":[{"unit":"each","quantity":"five"}]}"#),
+            "body.lines[0].quantity: invalid type: string \"five\", expected u32"
+        );
+        assert_eq!(
+            detail(r#"{"sku":7,"lines":[]}"#),
+            "body.sku: invalid type: integer `7`, expected a string"
+        );
+        assert_eq!(detail(r#"{"lines":[]}"#), "body: missing field `sku`");
+        assert_eq!(
+            detail(r#""x""#),
+            "body: invalid type: string \"x\", expected struct Order"
+        );
+        assert!(detail(r#"{"sku":"#).starts_with("invalid JSON body: EOF while parsing"));
+        assert!(
+            detail(r#"{"sku":"a","lines":[]} x"#)
+                .starts_with("invalid JSON body: trailing characters")
+        );
     }
 
     #[test]

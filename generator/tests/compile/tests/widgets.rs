@@ -611,8 +611,21 @@ async fn validation_keywords_are_400_before_any_claim() {
         ),
         (String::new(), "body.name: must have at least 1 character"),
     ];
-    for (name, detail) in cases {
-        let body = serde_json::json!({ "name": name }).to_string();
+    let mut bodies: Vec<(String, &str)> = cases
+        .iter()
+        .map(|(name, detail)| (serde_json::json!({ "name": name }).to_string(), *detail))
+        .collect();
+    // Decoding errors name their field too, whatever the type.
+    bodies.push((
+        r#"{"name":"w","color":"purple"}"#.to_owned(),
+        "body.color: unknown variant `purple`, expected one of `red`, `green`, `blue`",
+    ));
+    bodies.push((
+        r#"{"name":5}"#.to_owned(),
+        "body.name: invalid type: integer `5`, expected a string",
+    ));
+    for (body, detail) in bodies {
+        let name = &body;
         // `mallory` is never authorized: a 400 shows validation ran before authorization.
         for owner in ["alice", "mallory"] {
             let reply = send(&app, "POST", "/widgets", Some(owner), Some("k"), &body).await;
