@@ -8,6 +8,34 @@
 //! reached the server (the connection could not be made). Never on 400, 401, 403, 410, 422 or
 //! other answers: a repeat cannot change them (`idemgen_protocol::status::client_retries`).
 //!
+//! # The retry policy
+//!
+//! Every generated client has `with_policy`, for every call, and each call takes
+//! [`CallOptions::policy`] for itself:
+//!
+//! ```
+//! use std::time::Duration;
+//! use idemgen_client::{CallOptions, Client, RetryPolicy};
+//!
+//! // Give up sooner than the default (5 attempts, 30 s in all, 10 s per attempt).
+//! let policy = RetryPolicy {
+//!     max_attempts: 3,
+//!     budget: Duration::from_secs(5),
+//!     attempt_timeout: Duration::from_secs(2),
+//!     ..RetryPolicy::default()
+//! };
+//! // On a generated client: `WidgetsClient::new(url).with_policy(policy.clone())`; the same on
+//! // the client it wraps:
+//! let client = Client::new("http://127.0.0.1:8080").with_policy(policy.clone());
+//! assert_eq!(client.policy(), &policy);
+//! // One call without retries, with the key of a logical call that must not run twice:
+//! let once = CallOptions {
+//!     key: Some("order-42-charge".into()),
+//!     policy: Some(RetryPolicy::off()),
+//! };
+//! # let _ = once;
+//! ```
+//!
 //! HTTPS needs the `rustls` feature (reqwest with rustls); without it the client speaks HTTP.
 //! A crate that only calls a generated client depends on this crate, never on the server runtime:
 //! no sqlx, axum or hyper server is compiled for it.

@@ -88,6 +88,12 @@ pub fn emit_client(api: &Api, spec_name: &str) -> Result<String, EmitError> {
                     &self.inner
                 }
 
+                /// The same client with `policy` for every call (attempts, total budget,
+                /// backoff, each attempt's timeout); a call's `CallOptions::policy` overrides it.
+                pub fn with_policy(self, policy: ::idemgen_client::RetryPolicy) -> Self {
+                    Self { inner: self.inner.with_policy(policy) }
+                }
+
                 #(#credentials)*
 
                 #(#methods)*
@@ -121,7 +127,7 @@ fn credential_methods(api: &Api) -> Vec<TokenStream> {
             seen.push(&r.scheme);
             let base = format!("with_{}", crate::ir::names::snake_name(&r.scheme));
             let taken = api.operations.iter().any(|o| o.method == base)
-                || ["new", "from_client", "inner"].contains(&base.as_str());
+                || ["new", "from_client", "inner", "with_policy"].contains(&base.as_str());
             let name = ident(&if taken {
                 format!("{base}_credentials")
             } else {

@@ -105,6 +105,13 @@ impl PaymentsClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// The same client with `policy` for every call (attempts, total budget,
+    /// backoff, each attempt's timeout); a call's `CallOptions::policy` overrides it.
+    pub fn with_policy(self, policy: ::idemgen_client::RetryPolicy) -> Self {
+        Self {
+            inner: self.inner.with_policy(policy),
+        }
+    }
     /// Sends the `bearer` token (`Authorization: Bearer …`) with every call.
     pub fn with_bearer(
         self,

@@ -94,6 +94,13 @@ impl PaymentsClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// The same client with `policy` for every call (attempts, total budget,
+    /// backoff, each attempt's timeout); a call's `CallOptions::policy` overrides it.
+    pub fn with_policy(self, policy: ::idemgen_client::RetryPolicy) -> Self {
+        Self {
+            inner: self.inner.with_policy(policy),
+        }
+    }
     /// `createPayment` (`POST /payments`).
     ///
     /// Create a payment from a form, as Stripe- and Twilio-style APIs take them

@@ -142,6 +142,13 @@ impl PatternsClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// The same client with `policy` for every call (attempts, total budget,
+    /// backoff, each attempt's timeout); a call's `CallOptions::policy` overrides it.
+    pub fn with_policy(self, policy: ::idemgen_client::RetryPolicy) -> Self {
+        Self {
+            inner: self.inner.with_policy(policy),
+        }
+    }
     /// `addCard` (`POST /accounts/{account}/cards`).
     ///
     /// Idempotent: one key (generated, or `options.key`) is sent in `Idempotency-Key` on every attempt, and the call is retried on connection errors, timeouts, the protocol's 409 (in flight; a business 409 is returned), 503 and 504.

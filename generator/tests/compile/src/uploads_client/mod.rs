@@ -163,6 +163,13 @@ impl DocumentsClient {
     pub fn inner(&self) -> &::idemgen_client::Client {
         &self.inner
     }
+    /// The same client with `policy` for every call (attempts, total budget,
+    /// backoff, each attempt's timeout); a call's `CallOptions::policy` overrides it.
+    pub fn with_policy(self, policy: ::idemgen_client::RetryPolicy) -> Self {
+        Self {
+            inner: self.inner.with_policy(policy),
+        }
+    }
     /// `uploadDocument` (`POST /documents`).
     ///
     /// Upload a document with its metadata, as a multipart form
