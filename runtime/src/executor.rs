@@ -728,14 +728,20 @@ impl<S: Store> Executor<S> {
     /// stops.
     pub fn new(store: S, mut config: ExecutorConfig) -> Executor<S> {
         // A lease shorter than the store can renew reliably would lapse under a live holder.
+        // The default is widened without a word (a clean start logs no warning); a value the
+        // service chose is widened with a warning.
         if let (Some(expiry), Some(min)) = (config.lease_expiry, store.min_lease_expiry())
             && expiry < min
         {
-            tracing::warn!(
-                configured = ?expiry,
-                used = ?min,
-                "lease_expiry is below the store's minimum: widened"
-            );
+            if config.lease_expiry == ExecutorConfig::default().lease_expiry {
+                tracing::debug!(default = ?expiry, used = ?min, "lease_expiry: the store's minimum");
+            } else {
+                tracing::warn!(
+                    configured = ?expiry,
+                    used = ?min,
+                    "lease_expiry is below the store's minimum: widened"
+                );
+            }
             config.lease_expiry = Some(min);
         }
         let store = Arc::new(store);

@@ -270,9 +270,9 @@ async fn the_guide_works_from_an_empty_directory() {
                 run("cargo build", &cwd, &env);
                 // As written: no DATABASE_URL, so the debug build starts its own throwaway
                 // PostgreSQL and says where (`DATABASE_URL=…` on stdout).
-                let (child, port, url) = start_notes(&target, None).await;
-                service_db = Some(url.expect("a throwaway database is announced"));
-                service = Some((child, port));
+                let running = start_notes(&target, None).await;
+                service_db = Some(running.url.expect("a throwaway database is announced"));
+                service = Some((running.service, running.port));
             }
             ["sh", "probe"] => {
                 let port = service.as_ref().expect("the server block comes first").1;
@@ -341,8 +341,14 @@ async fn the_guide_works_from_an_empty_directory() {
 
     // Production: with DATABASE_URL the same binary serves that database and starts none.
     let db = TestDb::new().await.expect("a test database");
-    let (_service, port, announced) = start_notes(&target, Some(&db.url)).await;
-    assert_eq!(announced, None, "no throwaway database with DATABASE_URL");
+    let running = start_notes(&target, Some(&db.url)).await;
+    let port = running.port;
+    assert_eq!(running.url, None, "no throwaway database with DATABASE_URL");
+    // The scaffold's production defaults: a health check beside the API, metrics only on their
+    // own listener.
+    let health = curl("curl -si localhost:8080/healthz", port);
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    assert_ne!(curl("curl -si localhost:8080/metrics", port).status, 200);
     let created = curl(
         "curl -si -X POST localhost:8080/notes -H 'Authorization: Bearer alice' -H 'Idempotency-Key: prod' -H 'Content-Type: application/json' -d '{\"text\":\"kept\"}'",
         port,
@@ -354,14 +360,25 @@ async fn the_guide_works_from_an_empty_directory() {
         .await
         .unwrap();
     assert_eq!(kept, 1, "written to the DATABASE_URL database");
+    let metrics = curl("curl -si localhost:8080/metrics", running.metrics_port);
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    assert!(
+        metrics.body.contains("idemgen_requests"),
+        "{}",
+        metrics.body
+    );
+    // A clean start, and a served request, log nothing at WARN.
+    let warnings = running.warnings.lock().unwrap().clone();
+    assert!(warnings.is_empty(), "{warnings:#?}");
 }
 
-/// Starts the guide's binary on a free port, with `database_url` as `DATABASE_URL` or without
-/// one; waits until it listens. Returns the database URL it announced on stdout
-/// (`DATABASE_URL=…`, printed when it started a throwaway PostgreSQL), if any; the rest of its
-/// stdout (the log) is drained.
-async fn start_notes(target: &Path, database_url: Option<&str>) -> (Service, u16, Option<String>) {
+/// Starts the guide's binary on a free port (its metrics on another), with `database_url` as
+/// `DATABASE_URL` or without one; waits until it listens. Returns the database URL it announced
+/// on stdout (`DATABASE_URL=…`, printed when it started a throwaway PostgreSQL), if any; the
+/// rest of its stdout (the log, at WARN and above) is kept in `Running::warnings`.
+async fn start_notes(target: &Path, database_url: Option<&str>) -> Running {
     let port = free_port();
+    let metrics_port = free_port();
     let mut command = Command::new(target.join("debug/notes"));
     command.env_remove("DATABASE_URL");
     if let Some(url) = database_url {
@@ -369,6 +386,7 @@ async fn start_notes(target: &Path, database_url: Option<&str>) -> (Service, u16
     }
     let mut child = command
         .env("LISTEN", format!("127.0.0.1:{port}"))
+        .env("METRICS_LISTEN", format!("127.0.0.1:{metrics_port}"))
         .env("RUST_LOG", "warn")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -377,11 +395,15 @@ async fn start_notes(target: &Path, database_url: Option<&str>) -> (Service, u16
         .expect("the service starts");
     let stdout = child.stdout.take().unwrap();
     let (announce, announced) = std::sync::mpsc::channel();
+    let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let logged = std::sync::Arc::clone(&warnings);
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { return };
             if let Some(url) = line.strip_prefix("DATABASE_URL=") {
                 let _ = announce.send(url.to_owned());
+            } else {
+                logged.lock().unwrap().push(line);
             }
         }
     });
@@ -392,5 +414,22 @@ async fn start_notes(target: &Path, database_url: Option<&str>) -> (Service, u16
     }
     // Printed before the service listens; read by the thread soon after.
     let url = announced.recv_timeout(Duration::from_secs(2)).ok();
-    (Service(child), port, url)
+    Running {
+        service: Service(child),
+        port,
+        metrics_port,
+        url,
+        warnings,
+    }
+}
+
+/// The guide's binary, running.
+struct Running {
+    service: Service,
+    port: u16,
+    metrics_port: u16,
+    /// The throwaway database it announced.
+    url: Option<String>,
+    /// Its log lines (at WARN and above).
+    warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,9 @@ use idemgen_runtime::engine::{
     ClaimOutcome, ClaimToken, Disposition, ExecuteError, Gate, IdempotentRequest, RecordState,
     StoredResponse,
 };
-use idemgen_runtime::{Executor, ProblemKind, SqlitePool, SqliteStore, Store, Strategy, TxHandle};
+use idemgen_runtime::{
+    Executor, ExecutorConfig, ProblemKind, SqlitePool, SqliteStore, Store, Strategy, TxHandle,
+};
 use serde_json::json;
 use sqlx::pool::PoolOptions;
 
@@ -757,6 +760,47 @@ async fn sqlite_a_lease_expiry_below_three_busy_timeouts_is_widened() {
         assert_eq!(exec.config().lease_expiry, used, "{configured:?}");
         exec.shutdown().await;
     }
+    // The default is widened without a warning (a clean start logs none); a value the service
+    // chose is widened with one.
+    for (cfg, warnings) in [
+        (ExecutorConfig::default(), 0),
+        (
+            ExecutorConfig {
+                lease_expiry: Some(Duration::from_secs(6)),
+                ..ExecutorConfig::default()
+            },
+            1,
+        ),
+    ] {
+        let counted = Arc::new(AtomicUsize::new(0));
+        let exec = tracing::subscriber::with_default(Warnings(Arc::clone(&counted)), || {
+            Executor::new(store.clone(), cfg)
+        });
+        assert_eq!(exec.config().lease_expiry, Some(Duration::from_secs(15)));
+        assert_eq!(counted.load(Ordering::SeqCst), warnings);
+        exec.shutdown().await;
+    }
+}
+
+/// Counts the events at WARN or ERROR it sees.
+struct Warnings(Arc<AtomicUsize>);
+
+impl tracing::Subscriber for Warnings {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() <= tracing::Level::WARN {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 // ---------------------------------------------------------------------------------------------
