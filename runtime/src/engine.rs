@@ -15,7 +15,9 @@ pub use crate::response::{
     header_is_storable, replay_response,
 };
 pub use crate::serve::handler_problem;
+#[cfg(feature = "postgres")]
+pub use crate::store::PgTx;
 pub use crate::store::{
-    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, MemoryTx, PgTx, Record,
+    ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, MemoryTx, Record,
     RecordState, SCOPE_HASH_TAG, Scope, StoreError, gate_key,
 };

@@ -396,6 +396,7 @@ impl<S: Store> TxHandle<S> {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl TxHandle<crate::store::PgStore> {
     /// The PostgreSQL connection inside the attempt's transaction, which begins now if it was
     /// not yet (see the type's docs: under the separate-claim strategy this is when the attempt

@@ -45,6 +45,7 @@ pub use auth::{
 pub use executor::{Executor, ExecutorConfig, Strategy, TxHandle};
 pub use idemgen_protocol::{DerivedKey, FilePart};
 pub use listen::{ServeConfig, serve, shutdown_signal};
+#[cfg(feature = "postgres")]
 pub use migrate::migrate;
 #[cfg(feature = "sqlite")]
 pub use migrate::migrate_sqlite;
@@ -55,6 +56,8 @@ pub use server::{Server, ServerConfig};
 /// `sqlx::SqliteConnection` with sqlx's `sqlite` feature).
 #[cfg(feature = "sqlite")]
 pub use sqlx_sqlite::{SqliteConnectOptions, SqliteConnection, SqlitePool};
-pub use store::{MemoryStore, PgStore, Pooler, PoolerError, Store, WriterHosts, WriterUrlError};
+pub use store::{MemoryStore, Store};
+#[cfg(feature = "postgres")]
+pub use store::{PgStore, Pooler, PoolerError, WriterHosts, WriterUrlError};
 #[cfg(feature = "sqlite")]
 pub use store::{SqliteStore, SqliteTx};

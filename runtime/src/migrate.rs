@@ -6,13 +6,17 @@
 //! (no checksums); [`migrate`] adopts them: the versions found there are marked applied, not run
 //! again.
 
+#[cfg(feature = "postgres")]
 use sqlx::PgConnection;
-use sqlx::migrate::{MigrateError, Migrator};
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+use sqlx::migrate::MigrateError;
+use sqlx::migrate::Migrator;
 
 /// The table sqlx's migrator records the runtime's migrations in.
 pub const TABLE: &str = "_idemgen_migrations";
 
 /// The table earlier versions recorded applied migrations in.
+#[cfg(feature = "postgres")]
 const LEGACY_TABLE: &str = "idemgen_schema_migrations";
 
 /// sqlx's migrator over the embedded migrations (`migrations/` of this package, read at compile
@@ -24,6 +28,7 @@ pub fn migrator() -> Migrator {
     migrator
 }
 
+#[cfg(feature = "postgres")]
 /// Applies the embedded migrations that are not applied yet. A migration that refuses (0002
 /// while claims are in flight) fails with its message and leaves the schema as it was.
 pub async fn migrate(conn: &mut PgConnection) -> Result<(), MigrateError> {
@@ -38,6 +43,7 @@ pub async fn migrate(conn: &mut PgConnection) -> Result<(), MigrateError> {
     migrator.run_direct(None, conn, false).await
 }
 
+#[cfg(feature = "postgres")]
 /// The highest version recorded by earlier versions' migrator, when its table exists.
 async fn legacy_version(conn: &mut PgConnection) -> Result<Option<i64>, MigrateError> {
     let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")

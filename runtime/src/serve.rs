@@ -118,10 +118,14 @@ fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
                 .with_detail("the request holds a value that cannot be stored")
                 .with_internal(error.to_string());
         }
-        match crate::store::postgres::classify_ref(e) {
+        #[cfg(feature = "postgres")]
+        let kind = match crate::store::postgres::classify_ref(e) {
             StoreError::Unavailable(_) => unavailable,
             _ => ProblemKind::Internal,
-        }
+        };
+        #[cfg(not(feature = "postgres"))]
+        let kind = ProblemKind::Internal;
+        kind
     } else if let Some(StoreError::Unavailable(_) | StoreError::LockTimeout) =
         error.downcast_ref::<StoreError>()
     {

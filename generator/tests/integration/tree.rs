@@ -1,7 +1,9 @@
 //! What users compile: `cargo tree` of the workspace's stand-in user crates. A crate that only
 //! calls a generated client (generator/tests/clientonly) compiles no server, and a build script
 //! using `idemgen::Builder` (generator/tests/buildscript, `default-features = false`) compiles
-//! only the engine: no argument parser, HTTP client, TLS stack or template engine.
+//! only the engine: no argument parser, HTTP client, TLS stack or template engine. A service on
+//! SQLite alone (examples/notes: the runtime without its default `postgres` feature) compiles
+//! no PostgreSQL driver.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -106,4 +108,24 @@ fn a_build_script_compiles_only_the_engine() {
             "{cli} is compiled by the build script: {crates:?}"
         );
     }
+}
+
+#[test]
+fn a_service_on_sqlite_compiles_no_postgresql_driver() {
+    let tree = cargo_tree("idemgen-example-notes", &["-e", "normal"]);
+    let lines: Vec<&str> = tree.lines().collect();
+    let crates = names(&lines);
+    for expected in ["idemgen-runtime", "sqlx-sqlite", "libsqlite3-sys"] {
+        assert!(crates.contains(expected), "{expected} missing:\n{tree}");
+    }
+    assert!(
+        !crates.contains("sqlx-postgres"),
+        "sqlx-postgres is compiled:\n{tree}"
+    );
+    // And a service on PostgreSQL (the default features) compiles no SQLite.
+    let widgets = cargo_tree("widgets", &["-e", "normal"]);
+    let lines: Vec<&str> = widgets.lines().collect();
+    let crates = names(&lines);
+    assert!(crates.contains("sqlx-postgres"), "{widgets}");
+    assert!(!crates.contains("libsqlite3-sys"), "{widgets}");
 }

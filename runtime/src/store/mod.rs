@@ -13,20 +13,27 @@ use idemgen_protocol::Fingerprint;
 use crate::response::StoredResponse;
 
 mod memory;
+#[cfg(feature = "postgres")]
 mod pooler;
+#[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod record;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+#[cfg(feature = "postgres")]
 mod warm;
+#[cfg(feature = "postgres")]
 mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};
+#[cfg(feature = "postgres")]
 pub use pooler::{Pooler, PoolerError};
+#[cfg(feature = "postgres")]
 pub use postgres::{PgStore, PgTx};
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTx};
+#[cfg(feature = "postgres")]
 pub use writer::{WriterHosts, WriterUrlError};
 
 /// Why a store refused to commit a transaction that is not intact ([`Store::tx_intact`]).
