@@ -109,8 +109,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )))
     };
     // `GET /healthz`: 200 while the process serves (no database round trip).
-    let app =
-        api::router(server.clone()).route("/healthz", axum::routing::get(|| async { "ok\n" }));
+    let health = axum::routing::get(|| async { "ok\n" });
+    let app = api::router(server.clone()).route("/healthz", health);
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     tracing::info!(%listen, "listening");
     idemgen_runtime::serve(listener, app, ServeConfig::default(), async move {
