@@ -199,15 +199,8 @@ fn string(node: &Node, unique: &str) -> String {
         Some("uri" | "url") => return format!("https://example.com/probe/{unique}"),
         _ => format!("probe-{unique}"),
     };
-    let min = node
-        .get("minLength")
-        .and_then(Node::as_int)
-        .unwrap_or(0)
-        .max(0) as usize;
-    let max = node
-        .get("maxLength")
-        .and_then(Node::as_int)
-        .map_or(usize::MAX, |m| m.max(1) as usize);
+    let (min, max) = lengths(node);
+    let max = max.max(1);
     let mut text = base;
     while text.len() < min {
         text.push('x');
@@ -223,6 +216,12 @@ fn patterned(node: &Node, unique: &str) -> Option<String> {
     if node.get("enum").is_some() || node.get("const").is_some() {
         return None;
     }
+    let (min, max) = lengths(node);
+    idemgen_protocol::pattern::sample(pattern, seed(unique), min, max)
+}
+
+/// A string schema's `minLength` (0 without one) and `maxLength` (`usize::MAX` without one).
+fn lengths(node: &Node) -> (usize, usize) {
     let min = node
         .get("minLength")
         .and_then(Node::as_int)
@@ -232,7 +231,7 @@ fn patterned(node: &Node, unique: &str) -> Option<String> {
         .get("maxLength")
         .and_then(Node::as_int)
         .map_or(usize::MAX, |m| m.max(0) as usize);
-    idemgen_protocol::pattern::sample(pattern, seed(unique), min, max)
+    (min, max)
 }
 
 /// A seed for the pattern sampler from `unique`.

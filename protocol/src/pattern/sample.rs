@@ -4,7 +4,7 @@
 //! candidate checked by the compiled pattern before it is returned. Used by `idemgen probe` to
 //! send values a server must accept, fresh per request so natural unique keys do not collide.
 
-use super::syntax::{ClassItem, Node, Set};
+use super::syntax::{ClassItem, Node};
 
 /// How many candidates are drawn before giving up.
 const ATTEMPTS: u32 = 96;
@@ -168,7 +168,7 @@ impl Walk<'_> {
 /// A character the class matches: a listed one (a range's plain part first), else, for a negated
 /// class or one of sets only, a plain character it accepts.
 fn class_char(negated: bool, items: &[ClassItem], draw: &mut Draw) -> Option<char> {
-    let accepts = |c: char| items.iter().any(|item| item_holds(*item, c)) != negated;
+    let accepts = |c: char| items.iter().any(|item| item.holds(c)) != negated;
     if !negated && !items.is_empty() {
         let item = items[draw.below(items.len() as u64) as usize];
         let drawn = match item {
@@ -194,19 +194,4 @@ fn class_char(negated: bool, items: &[ClassItem], draw: &mut Draw) -> Option<cha
         .filter(|c| accepts(*c))
         .collect();
     (!candidates.is_empty()).then(|| candidates[draw.below(candidates.len() as u64) as usize])
-}
-
-fn item_holds(item: ClassItem, c: char) -> bool {
-    match item {
-        ClassItem::Char(x) => x == c,
-        ClassItem::Range(a, b) => (a..=b).contains(&c),
-        ClassItem::Set(set, negated) => {
-            let member = match set {
-                Set::Digit => c.is_ascii_digit(),
-                Set::Word => c.is_ascii_alphanumeric() || c == '_',
-                Set::Space => c.is_whitespace() || c == '\u{FEFF}',
-            };
-            member != negated
-        }
-    }
 }

@@ -80,6 +80,24 @@ pub(crate) enum ClassItem {
     Set(Set, bool),
 }
 
+impl ClassItem {
+    /// Whether `c` is one of the characters this item lists.
+    pub(crate) fn holds(self, c: char) -> bool {
+        match self {
+            ClassItem::Char(x) => x == c,
+            ClassItem::Range(a, b) => (a..=b).contains(&c),
+            ClassItem::Set(set, negated) => {
+                let member = match set {
+                    Set::Digit => c.is_ascii_digit(),
+                    Set::Word => c.is_ascii_alphanumeric() || c == '_',
+                    Set::Space => c.is_whitespace() || c == '\u{FEFF}',
+                };
+                member != negated
+            }
+        }
+    }
+}
+
 /// The escapes that stand for a set of characters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Set {
@@ -634,18 +652,7 @@ fn can_match(node: &Node, c: char) -> bool {
         Node::Literal(l) => *l == c,
         Node::Any => !matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}'),
         Node::Class { negated, items } => {
-            let listed = items.iter().any(|item| match *item {
-                ClassItem::Char(x) => x == c,
-                ClassItem::Range(a, b) => (a..=b).contains(&c),
-                ClassItem::Set(set, negated) => {
-                    let member = match set {
-                        Set::Digit => c.is_ascii_digit(),
-                        Set::Word => c.is_ascii_alphanumeric() || c == '_',
-                        Set::Space => c.is_whitespace() || c == '\u{FEFF}',
-                    };
-                    member != negated
-                }
-            });
+            let listed = items.iter().any(|item| item.holds(c));
             listed != *negated
         }
         Node::Group(inner, _) | Node::Repeat { inner, .. } | Node::LookAround(inner, _) => {
