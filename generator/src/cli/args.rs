@@ -153,6 +153,10 @@ pub struct ScaffoldArgs {
     /// `--out`).
     #[arg(long, value_name = "FILE")]
     pub main: Option<PathBuf>,
+    /// Write only the `main.rs` of `--main`, leaving the skeleton at `--out` (your handlers) as it
+    /// is: with `--store`, how a service moves to the other store.
+    #[arg(long, requires = "main")]
+    pub main_only: bool,
     /// Where the service keeps its transactions and idempotency records: `postgres` (PgStore, a
     /// server at DATABASE_URL) or `sqlite` (SqliteStore, one file, no server; the runtime's
     /// `sqlite` feature).

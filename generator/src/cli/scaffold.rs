@@ -13,7 +13,8 @@ use super::{CliError, report_findings};
 /// overwrite a file without `--force`.
 pub fn run(args: &ScaffoldArgs) -> Result<(), CliError> {
     let mut stdout = anstream::stdout();
-    for path in std::iter::once(&args.out).chain(&args.main) {
+    let skeleton = (!args.main_only).then_some(&args.out);
+    for path in skeleton.into_iter().chain(&args.main) {
         if path.exists() && !args.force {
             return Err(CliError::Unusable(format!(
                 "{} exists; pass --force to overwrite it",
@@ -43,7 +44,11 @@ pub fn run(args: &ScaffoldArgs) -> Result<(), CliError> {
         &config,
     )?;
     report_findings(&plan.report)?;
-    for file in &plan.files {
+    for file in plan
+        .files
+        .iter()
+        .filter(|f| !args.main_only || f.path != args.out)
+    {
         if let Some(dir) = file.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| CliError::Unusable(format!("creating {}: {e}", dir.display())))?;

@@ -168,6 +168,50 @@ fn scaffold_store_sqlite_writes_a_service_on_a_file() {
     assert!(text(&unknown.stderr).contains("possible values: postgres, sqlite"));
 }
 
+/// `--main-only` (a move between the stores) writes the `main.rs` of the other store and leaves
+/// the skeleton, the user's handlers, as it is, even with `--force`; without `--main` it is a
+/// usage error.
+#[test]
+fn scaffold_main_only_leaves_the_handlers_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service, main) = (dir.path().join("service.rs"), dir.path().join("main.rs"));
+    let (service, main) = (service.to_str().unwrap(), main.to_str().unwrap());
+    let spec = "tests/fixtures/build/widgets/openapi.yaml";
+    std::fs::write(service, "// my handlers\n").unwrap();
+    std::fs::write(main, "// my main, on PostgreSQL\n").unwrap();
+    let moved = idemgen(
+        &[
+            "scaffold",
+            spec,
+            "--out",
+            service,
+            "--main",
+            main,
+            "--store",
+            "sqlite",
+            "--main-only",
+            "--force",
+        ],
+        None,
+    );
+    assert_eq!(moved.status.code(), Some(0), "{}", text(&moved.stderr));
+    assert_eq!(
+        std::fs::read_to_string(service).unwrap(),
+        "// my handlers\n"
+    );
+    let served = std::fs::read_to_string(main).unwrap();
+    assert!(served.contains("SqliteStore::open(&path)"), "{served}");
+    assert!(served.contains("mod service;"), "{served}");
+    assert!(!text(&moved.stdout).contains("service.rs"));
+    let alone = idemgen(&["scaffold", spec, "--out", service, "--main-only"], None);
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(
+        text(&alone.stderr).contains("--main"),
+        "{}",
+        text(&alone.stderr)
+    );
+}
+
 /// Every `hs2-vector` and `hs1-vector` block of protocol.md, through the command line: `hs2` by
 /// default (what new records get), `hs1` with `--format hs1`.
 #[test]

@@ -9,7 +9,12 @@
 //! Info strings tag the blocks: `sh` runs each line (`cd` moves the working directory), `sh
 //! install` is the CLI install, `sh server` starts the service, `sh http` holds the requests, `sh
 //! probe` runs `idemgen probe` against the service (every check must pass),
-//! `<lang> file=PATH` writes a file. Blocks without a tag are prose.
+//! `<lang> file=PATH` writes a file, `diff file=PATH` changes one (hunks split by `@@`, each
+//! found once, in order). Blocks without a tag are prose.
+//!
+//! From the first `diff` block on, the guide moves the service to SQLite: those blocks run after
+//! the PostgreSQL service's production checks, and the moved service must compile no PostgreSQL
+//! driver, serve on its file and replay.
 //!
 //! Builds use the workspace's own target directory (a running test holds no cargo lock) and the
 //! workspace's `Cargo.lock`, so that the guide's crate reuses the dependencies the workspace built.
@@ -238,7 +243,13 @@ async fn the_guide_works_from_an_empty_directory() {
     let mut service_db: Option<String> = None;
     let mut replies = Vec::new();
     let (mut probed, mut rows_before_probe) = (false, -1i64);
-    for block in blocks(&guide) {
+    let mut blocks = blocks(&guide);
+    let moving = blocks
+        .iter()
+        .position(|b| b.info.first().is_some_and(|i| i == "diff"))
+        .expect("the guide moves the service to SQLite");
+    let moved = blocks.split_off(moving);
+    for block in blocks {
         let info: Vec<&str> = block.info.iter().map(String::as_str).collect();
         match info.as_slice() {
             ["sh", "install"] => {
@@ -270,7 +281,7 @@ async fn the_guide_works_from_an_empty_directory() {
                 run("cargo build", &cwd, &env);
                 // As written: no DATABASE_URL, so the debug build starts its own throwaway
                 // PostgreSQL and says where (`DATABASE_URL=…` on stdout).
-                let running = start_notes(&target, None).await;
+                let running = start_notes(&target, None, &[]).await;
                 service_db = Some(running.url.expect("a throwaway database is announced"));
                 service = Some((running.service, running.port));
             }
@@ -341,7 +352,7 @@ async fn the_guide_works_from_an_empty_directory() {
 
     // Production: with DATABASE_URL the same binary serves that database and starts none.
     let db = TestDb::new().await.expect("a test database");
-    let running = start_notes(&target, Some(&db.url)).await;
+    let running = start_notes(&target, Some(&db.url), &[]).await;
     let port = running.port;
     assert_eq!(running.url, None, "no throwaway database with DATABASE_URL");
     // The scaffold's production defaults: a health check beside the API, metrics only on their
@@ -370,13 +381,95 @@ async fn the_guide_works_from_an_empty_directory() {
     // A clean start, and a served request, log nothing at WARN.
     let warnings = running.warnings.lock().unwrap().clone();
     assert!(warnings.is_empty(), "{warnings:#?}");
+    drop(running);
+
+    // "Moving a service between the stores", as written.
+    for block in moved {
+        let info: Vec<&str> = block.info.iter().map(String::as_str).collect();
+        match info.as_slice() {
+            ["sh"] => {
+                for line in block.body.lines().filter(|l| !l.trim().is_empty()) {
+                    run(line, &cwd, &env);
+                }
+            }
+            ["diff", file] if file.starts_with("file=") => {
+                let path = cwd.join(&file["file=".len()..]);
+                let diff = block
+                    .body
+                    .replace("/path/to/idemgen", &root.display().to_string());
+                let text = std::fs::read_to_string(&path).unwrap();
+                std::fs::write(&path, apply_diff(&text, &diff, &path)).unwrap();
+            }
+            _ => {}
+        }
+    }
+    let tree = run("cargo tree -e normal --prefix none", &cwd, &env);
+    assert!(tree.contains("sqlx-sqlite"), "{tree}");
+    assert!(
+        !tree.contains("sqlx-postgres"),
+        "moved, yet PostgreSQL's driver: {tree}"
+    );
+    run("cargo build", &cwd, &env);
+    let file = work.path().join("moved.db");
+    let running = start_notes(&target, None, &[("DATABASE_PATH", file.as_path())]).await;
+    let create = "curl -si -X POST localhost:8080/notes -H 'Authorization: Bearer alice' -H 'Idempotency-Key: moved' -H 'Content-Type: application/json' -d '{\"text\":\"moved\"}'";
+    let (first, second) = (curl(create, running.port), curl(create, running.port));
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(second.status, 201, "{}", second.body);
+    assert_eq!(second.header("idempotent-replayed"), Some("true"));
+    assert_eq!(first.body, second.body);
+    let location = first.header("location").expect("a Location").to_owned();
+    let read = curl(
+        &format!("curl -si localhost:8080{location} -H 'Authorization: Bearer alice'"),
+        running.port,
+    );
+    assert_eq!(
+        (read.status, read.body.as_str()),
+        (200, first.body.as_str())
+    );
+    assert!(file.exists(), "served on DATABASE_PATH");
+    let warnings = running.warnings.lock().unwrap().clone();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+/// `text` changed by `diff`: hunks split at lines starting with `@@`; in each, lines starting
+/// with ` ` (or empty) are context, `-` removed, `+` added. A hunk's old lines must occur in
+/// `text` after the previous hunk's, and exactly once.
+fn apply_diff(text: &str, diff: &str, path: &Path) -> String {
+    let mut out = text.to_owned();
+    let mut from = 0;
+    let lines: Vec<&str> = diff.lines().collect();
+    for hunk in lines.split(|l| l.starts_with("@@")) {
+        let old: String = hunk
+            .iter()
+            .filter(|l| !l.starts_with('+'))
+            .map(|l| format!("{}\n", l.get(1..).unwrap_or("")))
+            .collect();
+        let new: String = hunk
+            .iter()
+            .filter(|l| !l.starts_with('-'))
+            .map(|l| format!("{}\n", l.get(1..).unwrap_or("")))
+            .collect();
+        let at = out[from..]
+            .find(&old)
+            .unwrap_or_else(|| panic!("{}: the guide's hunk is not there:\n{old}", path.display()));
+        assert_eq!(
+            out[from + at + old.len()..].find(&old),
+            None,
+            "{}: the guide's hunk is ambiguous:\n{old}",
+            path.display()
+        );
+        out.replace_range(from + at..from + at + old.len(), &new);
+        from += at + new.len();
+    }
+    out
 }
 
 /// Starts the guide's binary on a free port (its metrics on another), with `database_url` as
 /// `DATABASE_URL` or without one; waits until it listens. Returns the database URL it announced
 /// on stdout (`DATABASE_URL=…`, printed when it started a throwaway PostgreSQL), if any; the
 /// rest of its stdout (the log, at WARN and above) is kept in `Running::warnings`.
-async fn start_notes(target: &Path, database_url: Option<&str>) -> Running {
+async fn start_notes(target: &Path, database_url: Option<&str>, env: &[(&str, &Path)]) -> Running {
     let port = free_port();
     let metrics_port = free_port();
     let mut command = Command::new(target.join("debug/notes"));
@@ -384,6 +477,7 @@ async fn start_notes(target: &Path, database_url: Option<&str>) -> Running {
     if let Some(url) = database_url {
         command.env("DATABASE_URL", url);
     }
+    command.envs(env.iter().copied());
     let mut child = command
         .env("LISTEN", format!("127.0.0.1:{port}"))
         .env("METRICS_LISTEN", format!("127.0.0.1:{metrics_port}"))
