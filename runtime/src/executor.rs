@@ -45,6 +45,7 @@ use crate::auth::Principal;
 use crate::operation::Idempotent;
 use crate::problem::{Problem, ProblemKind};
 use crate::response::{CodecError, EncodedResponse, StoredResponse};
+use crate::store::rules::may_take_over;
 use crate::store::{
     ClaimOutcome, ClaimRequest, ClaimToken, CommitError, Gate, HolderId, Record, RecordState,
     Scope, Store, StoreError,
@@ -1091,9 +1092,7 @@ impl<S: Store> Executor<S> {
                 Gate::Busy | Gate::Existing(None) => {}
                 Gate::Existing(Some(record)) => {
                     request.adopt_format_of(&record);
-                    let same = request.same_input(&record)
-                        && record.fingerprint_version == Some(request.fingerprint_version);
-                    if record.state == RecordState::Claimed && record.stale && same {
+                    if may_take_over(&record, &request.fingerprint, request.fingerprint_version) {
                         // A stale claim committed apart (a separate-claim attempt that died):
                         // take it over the way it was taken.
                         drop((claim_timer, claim_span));

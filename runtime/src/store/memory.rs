@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 
+use super::rules::may_take_over;
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope};
 use crate::response::StoredResponse;
@@ -154,11 +155,8 @@ impl MemoryStore {
             }
             Some(entry) => {
                 let record = to_record(entry, request.stale_after, leases);
-                let same = entry.fingerprint.as_ref() == Some(request.fingerprint)
-                    && entry.fingerprint_version == Some(request.fingerprint_version);
-                if record.state == RecordState::Claimed
-                    && record.stale
-                    && same
+                // A claim of an uncommitted in-transaction attempt is not there for others yet.
+                if may_take_over(&record, request.fingerprint, request.fingerprint_version)
                     && !entry.uncommitted
                 {
                     entry.token = Some(request.token);

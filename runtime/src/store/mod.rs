@@ -18,6 +18,7 @@ mod pooler;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod record;
+pub(crate) mod rules;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
 #[cfg(feature = "postgres")]

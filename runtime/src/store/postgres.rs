@@ -11,11 +11,11 @@ use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Row, SqlSafeStr, SqlStr};
 use sqlx_core::transaction::TransactionManager;
 
 use super::pooler::{self, Pooler, PoolerError};
+use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
 use super::warm::{Taken, Warm};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope, TX_NOT_INTACT, gate_key};
 use crate::response::StoredResponse;
-use idemgen_protocol::Fingerprint;
 
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -567,36 +567,35 @@ fn gated_begin(hash: &[u8; 32], pooler: Pooler) -> String {
 
 fn record_from_row(row: &PgRow) -> Result<Record, StoreError> {
     let get_err = |e: sqlx::Error| StoreError::Other(format!("decoding a record: {e}"));
-    let state: String = row.try_get("state").map_err(get_err)?;
-    let state = RecordState::parse(&state)
-        .ok_or_else(|| StoreError::Other(format!("unknown record state {state:?}")))?;
-    let fingerprint: Option<String> = row.try_get("fingerprint").map_err(get_err)?;
-    let token: Option<uuid::Uuid> = row.try_get("claim_token").map_err(get_err)?;
     let status: Option<i16> = row.try_get("response_status").map_err(get_err)?;
     let response = match status {
         Some(status) => {
             let headers: Option<sqlx::types::Json<Vec<(String, String)>>> =
                 row.try_get("response_headers").map_err(get_err)?;
             let body: Option<Vec<u8>> = row.try_get("response_body").map_err(get_err)?;
-            Some(StoredResponse {
-                status: u16::try_from(status).unwrap_or(200),
+            Some(ResponseRow {
+                status: status.into(),
                 headers: headers.map(|h| h.0).unwrap_or_default(),
                 body: body.unwrap_or_default(),
             })
         }
         None => None,
     };
-    Ok(Record {
-        state,
-        fingerprint: fingerprint.map(Fingerprint::from_stored),
-        fingerprint_version: row.try_get("fingerprint_version").map_err(get_err)?,
-        claim_token: token.map(ClaimToken),
+    RecordRow {
+        state: row.try_get("state").map_err(get_err)?,
+        fingerprint: row.try_get("fingerprint").map_err(get_err)?,
+        fingerprint_version: row
+            .try_get::<Option<i16>, _>("fingerprint_version")
+            .map_err(get_err)?
+            .map(i64::from),
+        claim_token: row.try_get("claim_token").map_err(get_err)?,
         stale: row
             .try_get::<Option<bool>, _>("stale")
             .map_err(get_err)?
             .unwrap_or(false),
         response,
-    })
+    }
+    .into_record()
 }
 
 fn secs(d: Duration) -> f64 {
@@ -636,18 +635,24 @@ async fn look_on(
     row.as_ref().map(record_from_row).transpose()
 }
 
-/// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
-async fn claim_on(
-    conn: &mut PgConnection,
+/// The claim's statements on one connection: [`CLAIM`] (insert or read in one round trip) and
+/// [`TAKE_OVER`].
+struct PgClaim<'c> {
+    conn: &'c mut PgConnection,
     persistent: bool,
     synchronous: bool,
-    request: &ClaimRequest<'_>,
-) -> Result<ClaimOutcome, StoreError> {
-    let scope = request.scope;
-    let hash = scope.hash();
-    loop {
+    hash: [u8; 32],
+}
+
+#[async_trait]
+impl ClaimStatements for PgClaim<'_> {
+    async fn insert_or_read(
+        &mut self,
+        request: &ClaimRequest<'_>,
+    ) -> Result<ClaimStep, StoreError> {
+        let scope = request.scope;
         let row = sqlx::query(CLAIM)
-            .bind(&hash[..])
+            .bind(&self.hash[..])
             .bind(&scope.owner)
             .bind(&scope.operation)
             .bind(&scope.resource_scope)
@@ -658,49 +663,60 @@ async fn claim_on(
             .bind(request.token.0)
             .bind(request.retention.map(secs))
             .bind(request.holder.map(|h| h.0))
-            .bind(synchronous)
-            .persistent(persistent)
-            .fetch_one(&mut *conn)
+            .bind(self.synchronous)
+            .persistent(self.persistent)
+            .fetch_one(&mut *self.conn)
             .await
             .map_err(classify)?;
-        let inserted: bool = row
-            .try_get("inserted")
-            .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
-        if inserted {
-            return Ok(ClaimOutcome::Claimed { taken_over: false });
+        let decode = |e: sqlx::Error| StoreError::Other(format!("decoding a claim: {e}"));
+        if row.try_get::<bool, _>("inserted").map_err(decode)? {
+            return Ok(ClaimStep::Inserted);
         }
-        let state: Option<String> = row
-            .try_get("state")
-            .map_err(|e| StoreError::Other(format!("decoding a claim: {e}")))?;
-        if state.is_none() {
-            // The holder released its claim, or committed after our snapshot: ask again.
-            continue;
+        if row
+            .try_get::<Option<String>, _>("state")
+            .map_err(decode)?
+            .is_none()
+        {
+            return Ok(ClaimStep::Vanished);
         }
-        let existing = record_from_row(&row)?;
-        let same_request = existing.fingerprint.as_ref() == Some(request.fingerprint)
-            && existing.fingerprint_version == Some(request.fingerprint_version);
-        if existing.state == RecordState::Claimed && existing.stale && same_request {
-            let old = existing.claim_token.map(|t| t.0);
-            let taken = sqlx::query(TAKE_OVER)
-                .bind(&hash[..])
-                .bind(request.fingerprint.as_str())
-                .bind(request.fingerprint_version)
-                .bind(request.token.0)
-                .bind(old)
-                .bind(secs(request.stale_after))
-                .bind(request.holder.map(|h| h.0))
-                .persistent(persistent)
-                .execute(&mut *conn)
-                .await
-                .map_err(classify)?;
-            if taken.rows_affected() == 1 {
-                return Ok(ClaimOutcome::Claimed { taken_over: true });
-            }
-            // Someone else took it over or completed it first: look again.
-            continue;
-        }
-        return Ok(ClaimOutcome::Existing(existing));
+        record_from_row(&row).map(ClaimStep::Held)
     }
+
+    async fn take_over(
+        &mut self,
+        request: &ClaimRequest<'_>,
+        held_by: Option<ClaimToken>,
+    ) -> Result<bool, StoreError> {
+        let taken = sqlx::query(TAKE_OVER)
+            .bind(&self.hash[..])
+            .bind(request.fingerprint.as_str())
+            .bind(request.fingerprint_version)
+            .bind(request.token.0)
+            .bind(held_by.map(|t| t.0))
+            .bind(secs(request.stale_after))
+            .bind(request.holder.map(|h| h.0))
+            .persistent(self.persistent)
+            .execute(&mut *self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(taken.rows_affected() == 1)
+    }
+}
+
+/// Claims the key, or takes over a stale claim with the same fingerprint, on `conn`.
+async fn claim_on(
+    conn: &mut PgConnection,
+    persistent: bool,
+    synchronous: bool,
+    request: &ClaimRequest<'_>,
+) -> Result<ClaimOutcome, StoreError> {
+    let mut statements = PgClaim {
+        conn,
+        persistent,
+        synchronous,
+        hash: request.scope.hash(),
+    };
+    rules::claim(&mut statements, request).await
 }
 
 #[async_trait]

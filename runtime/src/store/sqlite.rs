@@ -44,10 +44,10 @@ use sqlx_sqlite::{
     SqliteSynchronous, SqliteTransactionManager,
 };
 
+use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
-use super::{ClaimToken, HolderId, Record, RecordState, Scope, TX_NOT_INTACT};
+use super::{ClaimToken, HolderId, Record, Scope, TX_NOT_INTACT};
 use crate::response::StoredResponse;
-use idemgen_protocol::Fingerprint;
 
 /// How long a statement waits for the file's write lock before failing with `SQLITE_BUSY`
 /// (answered 503). It bounds how long a handler may hold its write transaction before other
@@ -509,13 +509,9 @@ fn millis(d: Duration) -> i64 {
 
 fn record_from_row(row: &SqliteRow) -> Result<Record, StoreError> {
     let get_err = |e: sqlx::Error| StoreError::Other(format!("decoding a record: {e}"));
-    let state: String = row.try_get("state").map_err(get_err)?;
-    let state = RecordState::parse(&state)
-        .ok_or_else(|| StoreError::Other(format!("unknown record state {state:?}")))?;
-    let fingerprint: Option<String> = row.try_get("fingerprint").map_err(get_err)?;
     let token: Option<Vec<u8>> = row.try_get("claim_token").map_err(get_err)?;
-    let token = token
-        .map(|t| uuid::Uuid::from_slice(&t).map(ClaimToken))
+    let claim_token = token
+        .map(|t| uuid::Uuid::from_slice(&t))
         .transpose()
         .map_err(|e| StoreError::Other(format!("decoding a claim token: {e}")))?;
     let status: Option<i64> = row.try_get("response_status").map_err(get_err)?;
@@ -528,24 +524,24 @@ fn record_from_row(row: &SqliteRow) -> Result<Record, StoreError> {
                 None => Vec::new(),
             };
             let body: Option<Vec<u8>> = row.try_get("response_body").map_err(get_err)?;
-            Some(StoredResponse {
-                status: u16::try_from(status).unwrap_or(200),
+            Some(ResponseRow {
+                status,
                 headers,
                 body: body.unwrap_or_default(),
             })
         }
         None => None,
     };
-    let version: Option<i64> = row.try_get("fingerprint_version").map_err(get_err)?;
     let stale: Option<i64> = row.try_get("stale").map_err(get_err)?;
-    Ok(Record {
-        state,
-        fingerprint: fingerprint.map(Fingerprint::from_stored),
-        fingerprint_version: version.and_then(|v| i16::try_from(v).ok()),
-        claim_token: token,
+    RecordRow {
+        state: row.try_get("state").map_err(get_err)?,
+        fingerprint: row.try_get("fingerprint").map_err(get_err)?,
+        fingerprint_version: row.try_get("fingerprint_version").map_err(get_err)?,
+        claim_token,
         stale: stale.unwrap_or(0) != 0,
         response,
-    })
+    }
+    .into_record()
 }
 
 async fn read_on(
@@ -571,58 +567,77 @@ fn uuid_bytes(id: uuid::Uuid) -> Vec<u8> {
     id.as_bytes().to_vec()
 }
 
+/// The claim's statements on one connection: a read first (a replay or a duplicate writes
+/// nothing and never waits for the file's write lock), then [`CLAIM`], an autocommit insert;
+/// [`TAKE_OVER`].
+struct SqliteClaim<'c> {
+    conn: &'c mut SqliteConnection,
+    hash: [u8; 32],
+}
+
+#[async_trait]
+impl ClaimStatements for SqliteClaim<'_> {
+    async fn insert_or_read(
+        &mut self,
+        request: &ClaimRequest<'_>,
+    ) -> Result<ClaimStep, StoreError> {
+        if let Some(existing) = read_on(&mut *self.conn, &self.hash, request.stale_after).await? {
+            return Ok(ClaimStep::Held(existing));
+        }
+        let scope = request.scope;
+        let inserted = sqlx::query(CLAIM)
+            .bind(&self.hash[..])
+            .bind(&scope.owner)
+            .bind(&scope.operation)
+            .bind(&scope.resource_scope)
+            .bind(scope.key.as_str())
+            .bind(request.fingerprint.as_str())
+            .bind(request.fingerprint_version)
+            .bind(uuid_bytes(request.token.0))
+            .bind(request.retention.map(millis))
+            .bind(request.holder.map(|h| uuid_bytes(h.0)))
+            .execute(&mut *self.conn)
+            .await
+            .map_err(classify)?;
+        // Not inserted: another attempt's claim landed between the read and the insert.
+        Ok(if inserted.rows_affected() == 1 {
+            ClaimStep::Inserted
+        } else {
+            ClaimStep::Vanished
+        })
+    }
+
+    async fn take_over(
+        &mut self,
+        request: &ClaimRequest<'_>,
+        held_by: Option<ClaimToken>,
+    ) -> Result<bool, StoreError> {
+        let taken = sqlx::query(TAKE_OVER)
+            .bind(&self.hash[..])
+            .bind(request.fingerprint.as_str())
+            .bind(request.fingerprint_version)
+            .bind(uuid_bytes(request.token.0))
+            .bind(held_by.map(|t| uuid_bytes(t.0)))
+            .bind(millis(request.stale_after))
+            .bind(request.holder.map(|h| uuid_bytes(h.0)))
+            .execute(&mut *self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(taken.rows_affected() == 1)
+    }
+}
+
 #[async_trait]
 impl Store for SqliteStore {
     type Tx = SqliteTx;
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
-        let scope = request.scope;
-        let hash = scope.hash();
         let mut conn = self.pool.acquire().await.map_err(classify)?;
-        loop {
-            // A read first: a replay or a duplicate writes nothing and never waits for the lock.
-            if let Some(existing) = read_on(&mut conn, &hash, request.stale_after).await? {
-                let same_request = existing.fingerprint.as_ref() == Some(request.fingerprint)
-                    && existing.fingerprint_version == Some(request.fingerprint_version);
-                if existing.state == RecordState::Claimed && existing.stale && same_request {
-                    let taken = sqlx::query(TAKE_OVER)
-                        .bind(&hash[..])
-                        .bind(request.fingerprint.as_str())
-                        .bind(request.fingerprint_version)
-                        .bind(uuid_bytes(request.token.0))
-                        .bind(existing.claim_token.map(|t| uuid_bytes(t.0)))
-                        .bind(millis(request.stale_after))
-                        .bind(request.holder.map(|h| uuid_bytes(h.0)))
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(classify)?;
-                    if taken.rows_affected() == 1 {
-                        return Ok(ClaimOutcome::Claimed { taken_over: true });
-                    }
-                    // Someone else took it over or completed it first: look again.
-                    continue;
-                }
-                return Ok(ClaimOutcome::Existing(existing));
-            }
-            let inserted = sqlx::query(CLAIM)
-                .bind(&hash[..])
-                .bind(&scope.owner)
-                .bind(&scope.operation)
-                .bind(&scope.resource_scope)
-                .bind(scope.key.as_str())
-                .bind(request.fingerprint.as_str())
-                .bind(request.fingerprint_version)
-                .bind(uuid_bytes(request.token.0))
-                .bind(request.retention.map(millis))
-                .bind(request.holder.map(|h| uuid_bytes(h.0)))
-                .execute(&mut *conn)
-                .await
-                .map_err(classify)?;
-            if inserted.rows_affected() == 1 {
-                return Ok(ClaimOutcome::Claimed { taken_over: false });
-            }
-            // Another attempt's claim landed between the read and the insert: read it.
-        }
+        let mut statements = SqliteClaim {
+            conn: &mut conn,
+            hash: request.scope.hash(),
+        };
+        rules::claim(&mut statements, request).await
     }
 
     async fn begin(&self) -> Result<SqliteTx, StoreError> {

@@ -732,3 +732,21 @@ async fn handler_database_error_is_an_opaque_500() {
         assert_eq!(records_exist(pool).await, 0, "the key was released");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_stored_status_out_of_range_is_answered_as_an_error() {
+    for strategy in [ExecStrategy::SeparateClaim, ExecStrategy::InTransaction] {
+        let env = pg_env(config(strategy)).await;
+        let Ledger::Pg(pool) = &env.ledger else {
+            unreachable!()
+        };
+        let pool = pool.clone();
+        a_stored_status_out_of_range_is_an_error(env, "bad-status", || async move {
+            sqlx::query("UPDATE idempotency_records SET response_status = 302")
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+        .await;
+    }
+}

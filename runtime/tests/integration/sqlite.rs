@@ -1302,3 +1302,21 @@ async fn sqlite_processes_sharing_a_file_write_once_per_key() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_stored_status_out_of_range_is_answered_as_an_error() {
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        let env = sqlite_env(config(strategy)).await;
+        let Ledger::Sqlite(pool, _) = &env.ledger else {
+            unreachable!()
+        };
+        let pool = pool.clone();
+        a_stored_status_out_of_range_is_an_error(env, "bad-status", || async move {
+            sqlx::query("UPDATE idempotency_records SET response_status = 70000")
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+        .await;
+    }
+}

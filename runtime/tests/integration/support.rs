@@ -530,3 +530,36 @@ pub async fn hold_record_lock(db: &TestDb, scope: &Scope) -> sqlx::PgConnection 
 pub const ADVISORY_LOCKS_HERE: &str = "SELECT count(*) FROM pg_locks
      WHERE locktype = 'advisory'
        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+
+/// After a create of `env`'s completed under `key`, its stored status is rewritten by `corrupt`
+/// (what no store writes): a retry is answered as a store failure (503, the cause logged), never
+/// a replay under a substituted status, and the handler does not run again.
+pub async fn a_stored_status_out_of_range_is_an_error<S: Store, F, Fut>(
+    env: Env<S>,
+    key: &str,
+    corrupt: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let req = || request(scope("alice", key), serde_json::json!({"n": 1}), 1);
+    let first = attempt(&env, req(), Plan::created("stored")).await;
+    assert!(first.is_ok(), "{first:?}");
+    corrupt().await;
+    for round in 0..2 {
+        let retry = attempt(&env, req(), Plan::created("stored")).await;
+        assert_eq!(
+            problem_status(&retry),
+            Some(503),
+            "retry {round}: {retry:?}"
+        );
+        let Err(ExecuteError::Problem(problem)) = &retry else {
+            unreachable!()
+        };
+        assert!(
+            format!("{problem:?}").contains("is not a 2xx"),
+            "{problem:?}"
+        );
+    }
+    assert_eq!(env.ledger.count("stored").await, 1, "the handler ran again");
+}
