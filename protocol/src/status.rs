@@ -14,23 +14,56 @@ pub const RECOMMENDED_STATUSES: [u16; 2] = [409, 410];
 /// 415 (not the declared media type), both answered before anything else happens.
 pub const BODY_STATUSES: [u16; 2] = [413, 415];
 
-/// Whether only the request pipeline answers `status` for an operation (never a handler): 401
-/// (authentication), 405 (method), 413 (body limit), 415 (media type) and 500 (any failure) for
-/// every operation, and for idempotent ones also 410, 503 and 504, the protocol's own answers. A
-/// generated handler's typed error responses leave these statuses out. 409 and 422 are
-/// [`shared_with_handler`]: a handler answers them with its own problem type.
+/// Statuses only the request pipeline answers, for every operation (never a handler): 401
+/// (authentication), 405 (method), 413 (body limit), 415 (media type) and 500 (any failure).
+pub const PIPELINE_STATUSES: [u16; 5] = [401, 405, 413, 415, 500];
+
+/// Statuses only the request pipeline answers for an idempotent operation, beside
+/// [`PIPELINE_STATUSES`]: the protocol's own 410 (resource gone), 503 (store unavailable) and 504
+/// (outcome unknown).
+pub const PIPELINE_IDEMPOTENT_STATUSES: [u16; 3] = [410, 503, 504];
+
+/// Whether only the request pipeline answers `status` for an operation ([`PIPELINE_STATUSES`],
+/// and [`PIPELINE_IDEMPOTENT_STATUSES`] for idempotent ones). A generated handler's typed error
+/// responses leave these statuses out. 408, 409 and 422 are [`shared_with_handler`].
 pub fn answered_by_runtime(status: u16, idempotent: bool) -> bool {
-    matches!(status, 401 | 405 | 413 | 415 | 500)
-        || (idempotent && matches!(status, 410 | 503 | 504))
+    PIPELINE_STATUSES.contains(&status)
+        || (idempotent && PIPELINE_IDEMPOTENT_STATUSES.contains(&status))
 }
 
-/// Whether both the protocol and a handler answer `status` for an operation: 409 and 422 of an
-/// idempotent operation. The protocol answers them with its own problem types (in flight, key
-/// reused, fingerprint version changed); a handler answers its business conflicts ("already
-/// captured") with any other type, and clients tell the two apart by
+/// The statuses [`answered_by_runtime`] names for an operation, ascending, as English prose
+/// (`401, 405, 413, 415 and 500`): what generated docs say, from this one table.
+pub fn pipeline_statuses_prose(idempotent: bool) -> String {
+    let mut statuses: Vec<u16> = PIPELINE_STATUSES.to_vec();
+    if idempotent {
+        statuses.extend(PIPELINE_IDEMPOTENT_STATUSES);
+    }
+    statuses.sort_unstable();
+    prose(&statuses)
+}
+
+/// Whether both the pipeline and a handler answer `status` for an operation: 408 of every
+/// operation (the pipeline's `request_timeout` when a body was not received in time; a 408 the
+/// spec declares is the handler's, a downstream that timed out), and 409 and 422 of an idempotent
+/// one (the protocol's in flight, key reused, fingerprint version changed; a handler's business
+/// conflicts, "already captured"). The pipeline answers with its own problem types, a handler
+/// with any other, and clients tell the two apart by
 /// [`protocol_problem`](crate::problem::protocol_problem), never by the status alone.
 pub fn shared_with_handler(status: u16, idempotent: bool) -> bool {
-    idempotent && matches!(status, 409 | 422)
+    status == 408 || (idempotent && matches!(status, 409 | 422))
+}
+
+/// The statuses [`shared_with_handler`] names for an operation, as English prose.
+pub fn shared_statuses_prose(idempotent: bool) -> String {
+    prose(if idempotent { &[408, 409, 422] } else { &[408] })
+}
+
+fn prose(statuses: &[u16]) -> String {
+    let words: Vec<String> = statuses.iter().map(u16::to_string).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => words.join(""),
+    }
 }
 
 /// How a client may repeat a call (protocol.md, "Clients").
@@ -77,6 +110,39 @@ pub fn client_retries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pipelines_statuses_read_from_the_table() {
+        assert_eq!(pipeline_statuses_prose(false), "401, 405, 413, 415 and 500");
+        assert_eq!(
+            pipeline_statuses_prose(true),
+            "401, 405, 410, 413, 415, 500, 503 and 504"
+        );
+        assert_eq!(shared_statuses_prose(false), "408");
+        assert_eq!(shared_statuses_prose(true), "408, 409 and 422");
+        for status in 100..600 {
+            let said = |idempotent| {
+                pipeline_statuses_prose(idempotent)
+                    .split([',', ' '])
+                    .any(|w| w == status.to_string())
+            };
+            assert_eq!(said(false), answered_by_runtime(status, false), "{status}");
+            assert_eq!(said(true), answered_by_runtime(status, true), "{status}");
+            let shared = |idempotent| {
+                shared_statuses_prose(idempotent)
+                    .split([',', ' '])
+                    .any(|w| w == status.to_string())
+            };
+            assert_eq!(
+                shared(false),
+                shared_with_handler(status, false),
+                "{status}"
+            );
+            assert_eq!(shared(true), shared_with_handler(status, true), "{status}");
+            // No status is both the pipeline's alone and shared.
+            assert!(!(answered_by_runtime(status, true) && shared_with_handler(status, true)));
+        }
+    }
     use crate::problem::ProblemKind;
 
     #[test]
@@ -144,6 +210,7 @@ mod tests {
         ));
         assert!(shared_with_handler(409, true) && shared_with_handler(422, true));
         assert!(!shared_with_handler(409, false) && !shared_with_handler(410, true));
+        assert!(shared_with_handler(408, false) && shared_with_handler(408, true));
     }
 
     #[test]

@@ -33,8 +33,8 @@ pub trait Operation: Send + Sync + 'static {
     /// The operation's 2xx responses: the only results ever stored and replayed.
     type Response: Encode + Send + 'static;
     /// The operation's declared non-2xx responses a handler may answer with (never stored). The
-    /// statuses the pipeline answers itself (401, 405, 413, 415, 500, and for idempotent operations 409,
-    /// 410, 422, 503, 504) are not among them.
+    /// statuses the pipeline answers itself (`idemgen_protocol::status::answered_by_runtime`) are
+    /// not among them.
     type Error: Encode + Send + 'static;
 
     /// Parses the parameters and body (400 naming what is wrong).

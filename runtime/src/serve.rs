@@ -100,40 +100,23 @@ fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
     } else {
         ProblemKind::ServiceUnavailable
     };
-    let kind = if let Some(e) = error.downcast_ref::<sqlx::Error>() {
-        // SQLite's codes are not SQLSTATEs: a handler's write that found the file locked past
-        // `busy_timeout` or not writable is the store's 503, as the executor's own statements.
-        #[cfg(feature = "sqlite")]
-        if crate::store::sqlite::is_sqlite(e) {
-            let kind = match crate::store::sqlite::classify_ref(e) {
-                StoreError::Unavailable(_) | StoreError::LockTimeout => unavailable,
-                StoreError::Other(_) => ProblemKind::Internal,
-            };
-            return Problem::new(kind).with_internal(error.to_string());
+    // A handler's error is opaque (`?` boxes it): a driver error is classified where every
+    // store error is, and a store error of the handler's (`tx.conn()`) is taken as it is.
+    let classified;
+    let store_error = match error.downcast_ref::<sqlx::Error>() {
+        Some(e) => {
+            classified = crate::store::classify_driver(e);
+            Some(&classified)
         }
-        if let sqlx::Error::Database(db) = e
-            && db.code().is_some_and(|c| c.starts_with("22"))
-        {
-            return Problem::new(ProblemKind::InvalidRequest)
-                .with_detail("the request holds a value that cannot be stored")
-                .with_internal(error.to_string());
-        }
-        #[cfg(feature = "postgres")]
-        let kind = match crate::store::postgres::classify_ref(e) {
-            StoreError::Unavailable(_) => unavailable,
-            _ => ProblemKind::Internal,
-        };
-        #[cfg(not(feature = "postgres"))]
-        let kind = ProblemKind::Internal;
-        kind
-    } else if let Some(StoreError::Unavailable(_) | StoreError::LockTimeout) =
-        error.downcast_ref::<StoreError>()
-    {
-        unavailable
-    } else {
-        ProblemKind::Internal
+        None => error.downcast_ref::<StoreError>(),
     };
-    Problem::new(kind).with_internal(error.to_string())
+    let problem = match store_error {
+        Some(StoreError::Unavailable(_) | StoreError::LockTimeout) => Problem::new(unavailable),
+        Some(StoreError::InvalidValue(_)) => Problem::new(ProblemKind::InvalidRequest)
+            .with_detail("the request holds a value that cannot be stored"),
+        Some(StoreError::Other(_)) | None => Problem::new(ProblemKind::Internal),
+    };
+    problem.with_internal(error.to_string())
 }
 
 /// The answer to a request no route matches: 404 problem+json (axum's default is an empty body).

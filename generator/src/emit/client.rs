@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use proc_macro2::{Ident, Literal, TokenStream};
 use quote::{format_ident, quote};
 
-use super::operations::{Side, error_ident, response_ident, types_path, variants, what};
+use super::operations::{error_ident, response_ident, variants, what};
 use super::{EmitError, doc_attrs, doc_attrs_inner, format, types};
+use super::{Side, types_path};
 use crate::ir::names::ident;
 use crate::ir::types::{TypeRef, Usage};
 use crate::ir::{Api, BodyKind, OperationIr, ParamIr, ParamLocation, ResponseIr, StatusKey};

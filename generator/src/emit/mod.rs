@@ -32,6 +32,33 @@ impl EmitError {
     }
 }
 
+// The emitter's shared vocabulary: what more than one emitting module names.
+
+/// `types::`: how the top-level module names generated types.
+pub fn types_path() -> TokenStream {
+    quote!(types::)
+}
+
+/// Which side a response enum is generated for: the server's (axum's and http's types) or the
+/// client's (the runtime's `client` module re-exports them, so a client needs neither crate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// `idemgen build`.
+    Server,
+    /// `idemgen client`.
+    Client,
+}
+
+impl Side {
+    /// The crate the generated code of this side calls (`idemgen_runtime`, `idemgen_client`).
+    pub fn support_crate(self) -> TokenStream {
+        match self {
+            Side::Server => quote!(::idemgen_runtime),
+            Side::Client => quote!(::idemgen_client),
+        }
+    }
+}
+
 /// Sections of the generated module, in output order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Section {
@@ -102,7 +129,7 @@ fn module_items(api: &Api, spec_name: &str) -> (String, Vec<TokenStream>) {
             tokens
         })
         .collect();
-    let prelude = types::module_prelude(operations::Side::Server);
+    let prelude = types::module_prelude(Side::Server);
     items.insert((Section::Types, 0, String::new()), prelude.clone());
     items.insert(
         (Section::Types, 0, "types".into()),

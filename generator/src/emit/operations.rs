@@ -10,33 +10,8 @@ use crate::ir::names::ident;
 use crate::ir::types::TypeRef;
 use crate::ir::{BodyKind, Idempotency, OperationIr, ParamIr, ResponseIr, StatusKey};
 
-use super::doc_attrs;
 use super::types::rust_type;
-
-/// `types::`: how the top-level module names generated types.
-pub fn types_path() -> TokenStream {
-    quote!(types::)
-}
-
-/// Which side a response enum is generated for: the server's (axum's and http's types) or the
-/// client's (the runtime's `client` module re-exports them, so a client needs neither crate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    /// `idemgen build`.
-    Server,
-    /// `idemgen client`.
-    Client,
-}
-
-impl Side {
-    /// The crate the generated code of this side calls (`idemgen_runtime`, `idemgen_client`).
-    pub fn support_crate(self) -> TokenStream {
-        match self {
-            Side::Server => quote!(::idemgen_runtime),
-            Side::Client => quote!(::idemgen_client),
-        }
-    }
-}
+use super::{Side, doc_attrs, types_path};
 
 /// The type of a body carried as `kind`.
 pub fn body_type(kind: &BodyKind) -> TokenStream {
@@ -333,16 +308,12 @@ pub fn error_enum(op: &OperationIr) -> TokenStream {
             pub type #name = cg::NoDeclaredError;
         };
     }
-    let owned = if op.is_idempotent() {
-        "401, 405, 410, 413, 415, 500, 503 and 504"
-    } else {
-        "401, 405, 413, 415 and 500"
-    };
-    let shared = if op.is_idempotent() {
-        " A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's."
-    } else {
-        ""
-    };
+    let owned = idemgen_protocol::status::pipeline_statuses_prose(op.is_idempotent());
+    let shared = format!(
+        " A {} it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.",
+        idemgen_protocol::status::shared_statuses_prose(op.is_idempotent())
+            .replace(" and ", " or ")
+    );
     let doc = doc_attrs(&format!(
         "The error responses a handler of {} may answer with: never stored. The statuses the request pipeline answers itself ({owned}) are not among them.{shared}",
         what(op)

@@ -272,7 +272,7 @@ fn extract_method(op: &OperationIr) -> TokenStream {
             // Absent, a defaulted parameter takes its default.
             let read = match &p.default {
                 Some(value) if !p.required => {
-                    let expr = super::types::default_expr(value, &super::operations::types_path());
+                    let expr = super::types::default_expr(value, &super::types_path());
                     if value.allocates() {
                         quote!(#read.unwrap_or_else(|| #expr))
                     } else {

@@ -7,8 +7,8 @@ use quote::{format_ident, quote};
 use crate::ir::names::ident;
 use crate::ir::types::{DefaultExpr, Field, TypeDef, TypeKind, TypeRef, UnionVariant, Usage};
 
+use super::Side;
 use super::doc_attrs;
-use super::operations::Side;
 
 /// The `use` at the top of the generated module and of its `types` module: the support crate's
 /// `codegen`, as `cg`, which generated code names its helpers through (short paths keep each

@@ -18,8 +18,9 @@ use crate::ir::names::ident;
 use crate::ir::types::{Bound, Checks, Field, Requirements, TypeDef, TypeKind, TypeRef};
 use crate::ir::{Api, OperationIr, ParamLocation};
 
-use super::operations::{request_ident, types_path};
+use super::operations::request_ident;
 use super::types::rust_type;
+use super::types_path;
 
 /// Aliases are expanded at most this deep (alias cycles are already broken by the IR).
 const MAX_ALIAS_DEPTH: usize = 32;

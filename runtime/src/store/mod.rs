@@ -14,28 +14,20 @@ use crate::response::StoredResponse;
 
 mod memory;
 #[cfg(feature = "postgres")]
-mod pooler;
-#[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 mod record;
+// Without a SQL backend only the takeover predicate is used (by the memory store).
+#[cfg_attr(not(any(feature = "postgres", feature = "sqlite")), allow(dead_code))]
 pub(crate) mod rules;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
-#[cfg(feature = "postgres")]
-mod warm;
-#[cfg(feature = "postgres")]
-mod writer;
 
 pub use memory::{MemoryStore, MemoryTx};
 #[cfg(feature = "postgres")]
-pub use pooler::{Pooler, PoolerError};
-#[cfg(feature = "postgres")]
-pub use postgres::{PgStore, PgTx};
+pub use postgres::{PgStore, PgTx, Pooler, PoolerError, WriterHosts, WriterUrlError};
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTx};
-#[cfg(feature = "postgres")]
-pub use writer::{WriterHosts, WriterUrlError};
 
 /// Why a store refused to commit a transaction that is not intact ([`Store::tx_intact`]).
 pub(crate) const TX_NOT_INTACT: &str = "the transaction was left inside a nested transaction \
@@ -97,9 +89,27 @@ pub enum StoreError {
     /// A statement waited for a lock longer than `lock_timeout` allows.
     #[error("timed out waiting for a lock")]
     LockTimeout,
+    /// A value the database refused as invalid (PostgreSQL's data exceptions, SQLSTATE class
+    /// 22, e.g. a NUL character in text): from a handler's statement, the request's value.
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
     /// Any other failure (constraint violation, unexpected data).
     #[error("store error: {0}")]
     Other(String),
+}
+
+/// A driver error classified by the backend it came from (each backend's codes have one home:
+/// `postgres/error.rs`, `sqlite/error.rs`): how the pipeline answers a handler's failed
+/// statement, as it answers the store's own.
+pub(crate) fn classify_driver(e: &sqlx::Error) -> StoreError {
+    #[cfg(feature = "sqlite")]
+    if sqlite::is_sqlite(e) {
+        return sqlite::classify_ref(e);
+    }
+    #[cfg(feature = "postgres")]
+    return postgres::classify_ref(e);
+    #[cfg(not(feature = "postgres"))]
+    StoreError::Other(e.to_string())
 }
 
 /// Why a commit did not succeed.

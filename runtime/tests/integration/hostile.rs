@@ -750,3 +750,36 @@ async fn postgres_a_stored_status_out_of_range_is_answered_as_an_error() {
         .await;
     }
 }
+
+/// A handler's statement that waited past its `lock_timeout` (55P03) is the store's 503, as on
+/// SQLite a write lock held past the busy timeout is: classified where the store's own
+/// statements are, and the database's text stays in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_lock_timeout_is_the_stores_503() {
+    let (db, pool) = fresh_pg(4).await;
+    sqlx::query("INSERT INTO business_writes (id, label) VALUES (1, 'held')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM business_writes WHERE id = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let mut waiter = pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL lock_timeout = '50ms'")
+        .execute(&mut *waiter)
+        .await
+        .unwrap();
+    let error = sqlx::query("UPDATE business_writes SET label = 'mine' WHERE id = 1")
+        .execute(&mut *waiter)
+        .await
+        .expect_err("the row is locked");
+    let handler = HandlerError::<NoDeclaredError>::from(error);
+    let p = handler_problem(&handler, true).expect("an opaque failure");
+    assert_eq!(p.kind(), ProblemKind::StoreUnavailable);
+    assert_clean(&p, "lock timeout");
+    let p = handler_problem(&handler, false).expect("an opaque failure");
+    assert_eq!(p.kind(), ProblemKind::ServiceUnavailable);
+    drop((waiter, holder, db));
+}

@@ -26,7 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("engine", 10),
 ];
 
-/// The top-level module a source file belongs to (`store/postgres.rs` → `store`).
+/// The top-level module a source file belongs to (`store/postgres/mod.rs` → `store`).
 fn module_of(relative: &Path) -> Option<String> {
     let first = relative.components().next()?.as_os_str().to_str()?;
     let name = first.strip_suffix(".rs").unwrap_or(first);
@@ -115,4 +115,187 @@ fn the_scan_sees_through_comments_only() {
     );
     let names: Vec<&str> = found.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["store", "response"]);
+}
+
+/// Within a directory module, its submodules' ranks, lowest first: a submodule imports only
+/// siblings ranked below it. The directory's own file (`mod.rs`) composes them and is not
+/// ranked; items it defines (the `Store` trait, `StoreError`) are every child's to use.
+const SUBMODULES: &[(&str, &[(&str, u8)])] = &[
+    (
+        "store",
+        &[
+            ("record", 0),
+            ("rules", 1),
+            ("memory", 2),
+            ("postgres", 2),
+            ("sqlite", 2),
+        ],
+    ),
+    (
+        "store/postgres",
+        &[("error", 0), ("pooler", 1), ("warm", 1), ("writer", 2)],
+    ),
+    ("store/sqlite", &[("error", 0)]),
+];
+
+/// The module path of a source file: `store/postgres/mod.rs` → `store/postgres`,
+/// `store/rules.rs` → `store/rules`.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_owned();
+    if stem != "mod" {
+        parts.push(stem);
+    }
+    parts
+}
+
+/// Every `crate::…` and `super::…` path in `source` outside `//` comments, resolved against
+/// `module` to its first segment below the crate root (`super::{a, b::c}` gives both `a` and
+/// `b`), with its line.
+fn resolved_paths(source: &str, module: &[String]) -> Vec<(usize, Vec<String>)> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for (n, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut at = 0;
+        while at < code.len() {
+            let rest = &code[at..];
+            let boundary = at == 0
+                || !code[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            let (mut base, mut tail) = if boundary && rest.starts_with("crate::") {
+                (Vec::new(), &rest["crate::".len()..])
+            } else if boundary && rest.starts_with("super::") {
+                let mut tail = rest;
+                let mut up = 0;
+                while let Some(next) = tail.strip_prefix("super::") {
+                    tail = next;
+                    up += 1;
+                }
+                (module[..module.len().saturating_sub(up)].to_vec(), tail)
+            } else {
+                at += rest.chars().next().map_or(1, char::len_utf8);
+                continue;
+            };
+            // Named segments down to a brace group or an item.
+            loop {
+                if let Some(group) = tail.strip_prefix('{') {
+                    let inner = group.split('}').next().unwrap_or("");
+                    for item in inner.split(',') {
+                        let item = ident(item.trim());
+                        if !item.is_empty() && item != "self" {
+                            let mut path = base.clone();
+                            path.push(item);
+                            found.push((n + 1, path));
+                        }
+                    }
+                    break;
+                }
+                let name = ident(tail);
+                if name.is_empty() || !tail[name.len()..].starts_with("::") {
+                    if !name.is_empty() {
+                        base.push(name);
+                        found.push((n + 1, base.clone()));
+                    }
+                    break;
+                }
+                base.push(name.clone());
+                tail = &tail[name.len() + 2..];
+            }
+            at += rest.len() - tail.len() + 1;
+        }
+    }
+    found
+}
+
+/// The violations of [`SUBMODULES`] by one file's imports.
+fn submodule_violations(relative: &Path, source: &str) -> (usize, Vec<String>) {
+    let own = module_path(relative);
+    let mut checked = 0;
+    let mut violations = Vec::new();
+    for (dir, ranks) in SUBMODULES {
+        let dir: Vec<String> = dir.split('/').map(str::to_owned).collect();
+        if own.len() <= dir.len() || own[..dir.len()] != dir[..] {
+            continue;
+        }
+        let child = &own[dir.len()];
+        let rank_of = |name: &str| ranks.iter().find(|(n, _)| *n == name).map(|(_, r)| *r);
+        let Some(own_rank) = rank_of(child) else {
+            violations.push(format!(
+                "{}: `{}` has no rank among `{}`'s submodules",
+                relative.display(),
+                child,
+                dir.join("::")
+            ));
+            continue;
+        };
+        for (line, path) in resolved_paths(source, &own) {
+            if path.len() <= dir.len() || path[..dir.len()] != dir[..] {
+                continue;
+            }
+            let target = &path[dir.len()];
+            let Some(target_rank) = rank_of(target) else {
+                continue; // an item of the directory's own file
+            };
+            checked += 1;
+            if target != child && target_rank >= own_rank {
+                violations.push(format!(
+                    "{}:{line}: `{child}` (rank {own_rank}) imports `{target}` (rank \
+                     {target_rank}) of `{}`",
+                    relative.display(),
+                    dir.join("::")
+                ));
+            }
+        }
+    }
+    (checked, violations)
+}
+
+#[test]
+fn the_stores_submodules_import_only_siblings_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src.join("store"), &mut files);
+    files.sort();
+    let mut violations = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let text = std::fs::read_to_string(file).unwrap();
+        let (n, found) = submodule_violations(relative, &text);
+        checked += n;
+        violations.extend(found);
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+    // rules → record, memory/postgres/sqlite → rules, pooler/writer → error, …
+    assert!(checked >= 8, "only {checked} sibling imports found");
+}
+
+#[test]
+fn a_circle_between_store_submodules_is_seen() {
+    let (_, pooler) = submodule_violations(
+        Path::new("store/postgres/pooler.rs"),
+        "use super::writer::WriterHosts;\nuse crate::store::StoreError;",
+    );
+    assert_eq!(pooler.len(), 1, "{pooler:?}");
+    assert!(pooler[0].contains("imports `writer`"), "{pooler:?}");
+    let (checked, rules) = submodule_violations(
+        Path::new("store/rules.rs"),
+        "use super::{ClaimOutcome, record::Record};\nuse super::memory::MemoryStore; // no",
+    );
+    assert_eq!(checked, 2);
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert!(rules[0].contains("imports `memory`"), "{rules:?}");
+    let (_, unranked) = submodule_violations(Path::new("store/new.rs"), "");
+    assert!(unranked[0].contains("no rank"), "{unranked:?}");
 }

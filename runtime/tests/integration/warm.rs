@@ -1,4 +1,4 @@
-//! The connections the PostgreSQL store keeps between its own statements (store/warm.rs): kept
+//! The connections the PostgreSQL store keeps between its own statements (store/postgres/warm.rs): kept
 //! after a statement completed, back in the pool within the window (the saturated window when
 //! someone may be waiting on the pool), never kept after a statement cut in flight, and never in
 //! the way of `Pool::close`.

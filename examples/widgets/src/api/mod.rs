@@ -165,7 +165,7 @@ impl cg::Encode for CreateWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
+/// The error responses a handler of `createWidget` (`POST /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 408, 409 or 422 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreateWidgetError {
@@ -293,7 +293,7 @@ impl cg::Encode for ListWidgetsResponse {
         }
     }
 }
-/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `listWidgets` (`GET /widgets`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum ListWidgetsError {
@@ -397,7 +397,7 @@ impl cg::Encode for GetWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `getWidget` (`GET /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum GetWidgetError {
@@ -495,7 +495,7 @@ impl cg::Encode for DeleteWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `deleteWidget` (`DELETE /widgets/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum DeleteWidgetError {
@@ -600,7 +600,7 @@ impl cg::Encode for PublishWidgetResponse {
         }
     }
 }
-/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
+/// The error responses a handler of `publishWidget` (`POST /widgets/{id}/publish`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 408, 409 or 422 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum PublishWidgetError {

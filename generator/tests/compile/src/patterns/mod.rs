@@ -250,7 +250,7 @@ impl cg::Encode for AddCardResponse {
         }
     }
 }
-/// The error responses a handler of `addCard` (`POST /accounts/{account}/cards`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
+/// The error responses a handler of `addCard` (`POST /accounts/{account}/cards`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 408, 409 or 422 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum AddCardError {

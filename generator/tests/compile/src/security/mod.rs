@@ -64,7 +64,7 @@ impl cg::Encode for CreatePaymentResponse {
         }
     }
 }
-/// The error responses a handler of `createPayment` (`POST /payments`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 409 or 422 is a business conflict: its problem `type` must be the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the protocol's.
+/// The error responses a handler of `createPayment` (`POST /payments`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 410, 413, 415, 500, 503 and 504) are not among them. A 408, 409 or 422 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum CreatePaymentError {
@@ -204,7 +204,7 @@ impl cg::Encode for GetPaymentResponse {
         }
     }
 }
-/// The error responses a handler of `getPayment` (`GET /payments/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `getPayment` (`GET /payments/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum GetPaymentError {
@@ -294,7 +294,7 @@ impl cg::Encode for DeletePaymentResponse {
         }
     }
 }
-/// The error responses a handler of `deletePayment` (`DELETE /payments/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `deletePayment` (`DELETE /payments/{id}`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum DeletePaymentError {
@@ -380,7 +380,7 @@ impl cg::Encode for HealthResponse {
         }
     }
 }
-/// The error responses a handler of `health` (`GET /health`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `health` (`GET /health`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum HealthError {
@@ -452,7 +452,7 @@ impl cg::Encode for SettlementWebhookResponse {
         }
     }
 }
-/// The error responses a handler of `settlementWebhook` (`POST /webhooks/settlements`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `settlementWebhook` (`POST /webhooks/settlements`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum SettlementWebhookError {
@@ -540,7 +540,7 @@ impl cg::Encode for WhoAmIResponse {
         }
     }
 }
-/// The error responses a handler of `whoAmI` (`GET /me`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them.
+/// The error responses a handler of `whoAmI` (`GET /me`) may answer with: never stored. The statuses the request pipeline answers itself (401, 405, 413, 415 and 500) are not among them. A 408 it answers carries a problem `type` of the service's own, never one of idemgen's (answered 500 otherwise), so that clients tell it apart from the pipeline's.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
 pub enum WhoAmIError {

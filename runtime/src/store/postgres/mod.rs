@@ -10,12 +10,20 @@ use sqlx::postgres::{PgPool, PgRow, PgTransactionManager};
 use sqlx::{AssertSqlSafe, Executor as _, PgConnection, Row, SqlSafeStr, SqlStr};
 use sqlx_core::transaction::TransactionManager;
 
-use super::pooler::{self, Pooler, PoolerError};
+mod error;
+mod pooler;
+mod warm;
+mod writer;
+
+pub(crate) use error::{classify, classify_ref};
+pub use pooler::{Pooler, PoolerError};
+pub use writer::{WriterHosts, WriterUrlError};
+
 use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
-use super::warm::{Taken, Warm};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope, TX_NOT_INTACT, gate_key};
 use crate::response::StoredResponse;
+use warm::{Taken, Warm};
 
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
@@ -68,7 +76,7 @@ impl SeenKeys {
 
 /// A connection for the store's statements outside the business transaction. Behind a
 /// transaction pooler they get a transaction of their own, so that every message of theirs
-/// reaches the same server connection (store/pooler.rs). Otherwise the connection is kept for the
+/// reaches the same server connection (pooler.rs). Otherwise the connection is kept for the
 /// store's next statement once these completed (warm.rs); dropped unfinished (an error, or the
 /// future cancelled), it goes back to the pool through sqlx's release test.
 enum Work<'a> {
@@ -352,40 +360,6 @@ impl PgStore {
         .await
         .map_err(classify)?;
         Ok(done.rows_affected())
-    }
-}
-
-/// Maps a driver error to a [`StoreError`]; the driver text stays in the error for logs only.
-pub(crate) fn classify(e: sqlx::Error) -> StoreError {
-    classify_ref(&e)
-}
-
-/// [`classify`] without taking ownership.
-pub(crate) fn classify_ref(e: &sqlx::Error) -> StoreError {
-    match e {
-        sqlx::Error::Database(db) => {
-            let code = db.code().unwrap_or_default();
-            if code == "55P03" {
-                StoreError::LockTimeout
-            } else if code.starts_with("08")
-                || code.starts_with("57P")
-                || code == "53300"
-                // A read-only transaction: a standby (or a writer demoted to one). The store
-                // never works on anything but the writer.
-                || code == "25006"
-            {
-                StoreError::Unavailable(e.to_string())
-            } else {
-                StoreError::Other(e.to_string())
-            }
-        }
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => StoreError::Unavailable(e.to_string()),
-        _ => StoreError::Other(e.to_string()),
     }
 }
 

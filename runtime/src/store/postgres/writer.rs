@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection as _, Executor as _, PgConnection, Row};
 
-use super::StoreError;
-use super::postgres::classify;
+use super::error::classify;
+use crate::store::StoreError;
 
 /// Why a database URL could not be split into hosts.
 #[derive(Debug, thiserror::Error)]

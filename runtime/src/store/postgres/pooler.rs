@@ -28,8 +28,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{Executor as _, Row};
 
-use super::StoreError;
-use super::postgres::classify;
+use super::error::classify;
+use crate::store::StoreError;
 
 /// What sits between the store's pools and PostgreSQL.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
