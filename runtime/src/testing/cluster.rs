@@ -338,7 +338,8 @@ impl Drop for Cluster {
     }
 }
 
-pub(super) fn run_owned(
+/// Runs `cmd` to completion from `/` with no stdin, as `owner` (uid, gid) when given.
+pub fn run_owned(
     cmd: &mut Command,
     owner: Option<(u32, u32)>,
 ) -> Result<std::process::Output, HarnessError> {
@@ -351,7 +352,8 @@ pub(super) fn run_owned(
         .map_err(|e| err(format!("running {:?}: {e}", cmd.get_program())))
 }
 
-pub(super) fn is_root() -> bool {
+/// Whether this process runs as root (`initdb` and `postgres` refuse to).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -359,7 +361,8 @@ pub(super) fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-pub(super) fn postgres_ids() -> Result<(u32, u32), HarnessError> {
+/// The uid and gid of the `postgres` user, which the servers run as under root.
+pub fn postgres_ids() -> Result<(u32, u32), HarnessError> {
     let id = |flag: &str| -> Result<u32, HarnessError> {
         let out = Command::new("id")
             .args([flag, "postgres"])
@@ -400,7 +403,7 @@ fn find_bin_dir() -> Option<PathBuf> {
 /// The numeric version of a `/usr/lib/postgresql/<version>/bin` directory, for ordering by
 /// version rather than by name (`9.6` < `10` < `15`; a lexical sort puts `9.6` last).
 /// Components that are not numbers order as 0.
-pub(super) fn pg_version(bin: &Path) -> Vec<u64> {
+pub fn pg_version(bin: &Path) -> Vec<u64> {
     let version = bin
         .parent()
         .and_then(Path::file_name)
@@ -412,7 +415,8 @@ pub(super) fn pg_version(bin: &Path) -> Vec<u64> {
         .collect()
 }
 
-pub(super) fn free_port() -> Result<u16, HarnessError> {
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> Result<u16, HarnessError> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| err(format!("finding a free port: {e}")))?;
     listener

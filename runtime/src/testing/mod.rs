@@ -32,13 +32,16 @@
 //! To drive the whole request pipeline (authentication, keys, replays), serve the generated
 //! `router` in process with `tower::ServiceExt::oneshot`, as the widgets example's tests do.
 
-mod autofailover;
 mod cluster;
-mod pgbouncer;
 
-pub use autofailover::{AutoFailover, Kill, MONITOR_SETTINGS, NodeState};
 pub use cluster::{Cluster, ClusterOptions, DerivedDir, HarnessError, TestDb, shared_cluster};
-pub use pgbouncer::{PgBouncer, PoolMode};
+
+/// The process helpers the clusters are built with, for idemgen's own test harnesses
+/// (`idemgen-testdb`: PgBouncer, pg_auto_failover); not for services, and not stable.
+#[doc(hidden)]
+pub mod harness {
+    pub use super::cluster::{free_port, is_root, pg_version, postgres_ids, run_owned};
+}
 
 impl TestDb {
     /// A fresh database with the runtime's migrations applied (the `idempotency_records`

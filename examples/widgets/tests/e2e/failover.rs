@@ -3,7 +3,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::testing::{AutoFailover, Kill, PgBouncer, PoolMode, TestDb, shared_cluster};
+use idemgen_testdb::{AutoFailover, Kill, PgBouncer, PoolMode, TestDb, shared_cluster};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sqlx::Connection as _;

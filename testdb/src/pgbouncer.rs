@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cluster::{HarnessError, is_root, postgres_ids, run_owned};
+use idemgen_runtime::testing::HarnessError;
+use idemgen_runtime::testing::harness::{free_port, is_root, postgres_ids, run_owned};
 
 /// PgBouncer's `pool_mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +74,7 @@ impl PgBouncer {
             std::env::temp_dir().join(format!("idemgen-pgb-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| HarnessError::new(format!("creating {}: {e}", dir.display())))?;
-        let listen = super::cluster::free_port()?;
+        let listen = free_port()?;
         // Trust authentication still needs the user in the auth file.
         let users = "\"postgres\" \"\"\n";
         let ini = format!(

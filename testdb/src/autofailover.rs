@@ -32,7 +32,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cluster::{HarnessError, free_port, is_root, pg_version, postgres_ids};
+use idemgen_runtime::testing::HarnessError;
+use idemgen_runtime::testing::harness::{free_port, is_root, pg_version, postgres_ids};
 
 /// The monitor's settings written by the harness (`postgresql.conf` of the monitor), so that a
 /// failover completes in seconds. pg_auto_failover's defaults, in brackets, take about 30 s more
