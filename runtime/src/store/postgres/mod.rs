@@ -572,6 +572,13 @@ fn record_from_row(row: &PgRow) -> Result<Record, StoreError> {
     .into_record()
 }
 
+/// The `response_status` column of `response` (`smallint`): a status past it is refused, never
+/// written as another.
+fn stored_status(response: &StoredResponse) -> Result<i16, StoreError> {
+    i16::try_from(response.status)
+        .map_err(|_| StoreError::Other(format!("status {} does not fit", response.status)))
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -824,7 +831,7 @@ impl Store for PgStore {
             .bind(request.fingerprint.as_str())
             .bind(request.fingerprint_version)
             .bind(request.token.0)
-            .bind(i16::try_from(response.status).unwrap_or(200))
+            .bind(stored_status(response)?)
             .bind(sqlx::types::Json(&response.headers))
             .bind(&response.body)
             .bind(resource_ref)
@@ -852,7 +859,7 @@ impl Store for PgStore {
         let done = sqlx::query(COMPLETE)
             .bind(&hash[..])
             .bind(token.0)
-            .bind(i16::try_from(response.status).unwrap_or(200))
+            .bind(stored_status(response)?)
             .bind(sqlx::types::Json(&response.headers))
             .bind(&response.body)
             .bind(resource_ref)
