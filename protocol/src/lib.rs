@@ -17,6 +17,7 @@ pub mod headers;
 pub mod key;
 pub mod pattern;
 pub mod problem;
+pub mod record_key;
 pub mod status;
 
 pub use derive::DerivedKey;
@@ -24,3 +25,4 @@ pub use file::FilePart;
 pub use fingerprint::{Fingerprint, FingerprintError};
 pub use key::{IdempotencyKey, KeyError, KeyHeader, MAX_KEY_LEN};
 pub use problem::ProblemKind;
+pub use record_key::{SCOPE_HASH_TAG, record_key};

@@ -45,25 +45,16 @@ impl Scope {
     /// operation, resource scope and key, each as a 4-byte big-endian length and its UTF-8 bytes.
     /// The server computes the same bytes for the `scope_hash` column (migration 0002).
     pub fn hash(&self) -> [u8; 32] {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(SCOPE_HASH_TAG);
-        for part in [
-            self.owner.as_str(),
-            self.operation.as_str(),
-            self.resource_scope.as_str(),
+        idemgen_protocol::record_key(
+            &self.owner,
+            &self.operation,
+            &self.resource_scope,
             self.key.as_str(),
-        ] {
-            let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
-            hasher.update(len.to_be_bytes());
-            hasher.update(part.as_bytes());
-        }
-        hasher.finalize().into()
+        )
     }
 }
 
-/// The version tag of the record key format; a new format is a new tag.
-pub const SCOPE_HASH_TAG: &[u8] = b"idemgen-scope-1\n";
+pub use idemgen_protocol::SCOPE_HASH_TAG;
 
 /// The advisory lock key of a record key: its first eight bytes, big-endian.
 pub fn gate_key(hash: &[u8; 32]) -> i64 {
