@@ -6,6 +6,7 @@
 pub use idemgen_runtime::testing::*;
 
 mod autofailover;
+pub mod imports;
 mod pgbouncer;
 pub mod proxy;
 mod standby;

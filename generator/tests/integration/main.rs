@@ -20,6 +20,8 @@ mod github;
 mod guide;
 /// `--help` of the binary and of every subcommand, snapshotted.
 mod help;
+/// No circle among the library's modules, at any level.
+mod layers;
 /// Specs that must not load: clear errors with positions.
 mod load_errors;
 /// The lock's shape changes exactly when the emitted semantic input changes.
