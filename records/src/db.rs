@@ -282,16 +282,21 @@ impl Db {
         let older = filter.older_than.map(millis);
         match self {
             Db::Postgres(pool) => {
+                // The newest keys first, from the narrow columns alone; then their rows, read
+                // by primary key (the projection is computed for `limit` rows, not the table).
                 let sql = format!(
                     "{PG_SELECT}
-                      WHERE ($2::text IS NULL OR r.state = $2)
-                        AND ($3::text IS NULL OR r.operation = $3)
-                        AND ($4::text IS NULL OR r.owner = $4)
-                        AND ($5::int8 IS NULL
-                             OR r.created_at < clock_timestamp() - make_interval(secs => $5 / 1000.0))
-                        AND (NOT $6 OR r.expires_at < clock_timestamp())
-                      ORDER BY r.created_at DESC
-                      LIMIT $7"
+                      WHERE r.scope_hash IN (
+                        SELECT scope_hash FROM idempotency_records
+                         WHERE ($2::text IS NULL OR state = $2)
+                           AND ($3::text IS NULL OR operation = $3)
+                           AND ($4::text IS NULL OR owner = $4)
+                           AND ($5::int8 IS NULL
+                                OR created_at < now() - make_interval(secs => $5 / 1000.0))
+                           AND (NOT $6 OR (expires_at IS NOT NULL AND expires_at < now()))
+                         ORDER BY created_at DESC
+                         LIMIT $7)
+                      ORDER BY r.created_at DESC"
                 );
                 let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(false)
@@ -309,14 +314,18 @@ impl Db {
             Db::Sqlite(pool) => {
                 let sql = format!(
                     "{SQLITE_SELECT}
-                      WHERE (?2 IS NULL OR r.state = ?2)
-                        AND (?3 IS NULL OR r.operation = ?3)
-                        AND (?4 IS NULL OR r.owner = ?4)
-                        AND (?5 IS NULL
-                             OR r.created_at < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?5)
-                        AND (NOT ?6 OR r.expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER))
-                      ORDER BY r.created_at DESC, r.rowid DESC
-                      LIMIT ?7"
+                      WHERE r.rowid IN (
+                        SELECT rowid FROM idempotency_records
+                         WHERE (?2 IS NULL OR state = ?2)
+                           AND (?3 IS NULL OR operation = ?3)
+                           AND (?4 IS NULL OR owner = ?4)
+                           AND (?5 IS NULL
+                                OR created_at < CAST(unixepoch('subsec') * 1000 AS INTEGER) - ?5)
+                           AND (NOT ?6 OR (expires_at IS NOT NULL
+                                AND expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)))
+                         ORDER BY created_at DESC, rowid DESC
+                         LIMIT ?7)
+                      ORDER BY r.created_at DESC, r.rowid DESC"
                 );
                 let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(false)
@@ -451,6 +460,115 @@ impl Db {
             .rows_affected(),
         };
         Ok(done)
+    }
+}
+
+/// The rows `expire` takes: completed records and tombstones whose `expires_at` passed (by the
+/// store's clock), of one operation or all. Claims are never among them. Written so that the
+/// expiry index (`expires_at`, where set) finds them: `now()`, not the volatile
+/// `clock_timestamp()`, which no index condition can use.
+const PG_EXPIRED: &str = "expires_at IS NOT NULL AND expires_at < now()
+                           AND state IN ('completed', 'tombstone')
+                           AND ($1::text IS NULL OR operation = $1)";
+const SQLITE_EXPIRED: &str = "expires_at IS NOT NULL
+                               AND expires_at < CAST(unixepoch('subsec') * 1000 AS INTEGER)
+                               AND state IN ('completed', 'tombstone')
+                               AND (?1 IS NULL OR operation = ?1)";
+
+/// Rows of `expire` deleted per statement, oldest expiry first: each batch is its own short
+/// transaction found through the expiry index, so the table is never locked for long, a
+/// service's claims go on meanwhile, and the whole run is linear in the rows it deletes.
+const EXPIRE_BATCH: i64 = 1000;
+
+/// `(operation, state)` counts, sorted, from one `(operation, state)` per row.
+fn tally(rows: Vec<(String, String)>, into: &mut Vec<(String, String, i64)>) {
+    for (operation, state) in rows {
+        match into
+            .iter_mut()
+            .find(|(o, s, _)| *o == operation && *s == state)
+        {
+            Some((_, _, n)) => *n += 1,
+            None => into.push((operation, state, 1)),
+        }
+    }
+    into.sort();
+}
+
+impl Db {
+    /// What `expire` would delete, counted by operation and state.
+    pub async fn expired(
+        &self,
+        operation: Option<&str>,
+    ) -> Result<Vec<(String, String, i64)>, String> {
+        let rows: Vec<(String, String, i64)> = match self {
+            Db::Postgres(pool) => {
+                let sql = format!(
+                    "SELECT operation, state, count(*)::int8 FROM idempotency_records
+                      WHERE {PG_EXPIRED} GROUP BY operation, state ORDER BY operation, state"
+                );
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(operation)
+                    .fetch_all(pool)
+                    .await
+            }
+            Db::Sqlite(pool) => {
+                let sql = format!(
+                    "SELECT operation, state, count(*) FROM idempotency_records
+                      WHERE {SQLITE_EXPIRED} GROUP BY operation, state ORDER BY operation, state"
+                );
+                sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(operation)
+                    .fetch_all(pool)
+                    .await
+            }
+        }
+        .map_err(db_error)?;
+        Ok(rows)
+    }
+
+    /// Deletes what [`Db::expired`] counts, in batches of [`EXPIRE_BATCH`]; returns what went,
+    /// by operation and state.
+    pub async fn expire(
+        &self,
+        operation: Option<&str>,
+    ) -> Result<Vec<(String, String, i64)>, String> {
+        let mut gone = Vec::new();
+        loop {
+            let rows: Vec<(String, String)> = match self {
+                Db::Postgres(pool) => {
+                    let sql = format!(
+                        "DELETE FROM idempotency_records WHERE scope_hash IN (
+                            SELECT scope_hash FROM idempotency_records WHERE {PG_EXPIRED}
+                             ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+                         RETURNING operation, state"
+                    );
+                    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                        .bind(operation)
+                        .bind(EXPIRE_BATCH)
+                        .fetch_all(pool)
+                        .await
+                }
+                Db::Sqlite(pool) => {
+                    let sql = format!(
+                        "DELETE FROM idempotency_records WHERE scope_hash IN (
+                            SELECT scope_hash FROM idempotency_records WHERE {SQLITE_EXPIRED}
+                             ORDER BY expires_at LIMIT ?2)
+                         RETURNING operation, state"
+                    );
+                    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                        .bind(operation)
+                        .bind(EXPIRE_BATCH)
+                        .fetch_all(pool)
+                        .await
+                }
+            }
+            .map_err(db_error)?;
+            let last = (rows.len() as i64) < EXPIRE_BATCH;
+            tally(rows, &mut gone);
+            if last {
+                return Ok(gone);
+            }
+        }
     }
 }
 

@@ -58,9 +58,9 @@ async fn claim<S: Store>(
     (store.claim(&request).await.unwrap(), request.token)
 }
 
-/// The three records every test writes through `store`: `done` completed (201, a `Location`, a
-/// body), `stranded` claimed for a holder whose lease lapses, `live` claimed for a holder whose
-/// lease lasts a minute. Returns the live holder.
+/// The records every test writes through `store`: `done` completed (201, a `Location`, a body),
+/// `aged` completed with a retention that runs out, `stranded` claimed for a holder whose lease
+/// lapses, `live` claimed for a holder whose lease lasts a minute. Returns the live holder.
 async fn write_records<S: Store>(store: &Arc<S>) -> HolderId {
     let fingerprint = CanonicalInput::new(&json!({"name": "Sprocket"}))
         .unwrap()
@@ -77,6 +77,28 @@ async fn write_records<S: Store>(store: &Arc<S>) -> HolderId {
     assert!(
         store
             .complete(&mut tx, &done, token, &response, Some("7"))
+            .await
+            .unwrap()
+    );
+    store.commit(tx).await.unwrap();
+
+    // `aged` completed with a retention that runs out before the tests read it.
+    let aged = scope("aged");
+    let request = ClaimRequest {
+        scope: &aged,
+        fingerprint: &fingerprint,
+        fingerprint_version: 1,
+        token: ClaimToken::generate(),
+        holder: None,
+        stale_after: Duration::from_secs(300),
+        retention: Some(Duration::from_millis(200)),
+    };
+    let outcome = store.claim(&request).await.unwrap();
+    assert!(matches!(outcome, ClaimOutcome::Claimed { .. }));
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        store
+            .complete(&mut tx, &aged, request.token, &response, Some("8"))
             .await
             .unwrap()
     );
@@ -188,13 +210,17 @@ fn reads_and_releases(url: &str, reader: Option<&str>) {
     );
     let stats = json_of(url, &["--json", "stats"]);
     assert_eq!(stats["stranded_claims"], 1, "{stats}");
+    assert_eq!(stats["expired_records"], 1, "{stats}");
     assert_eq!(
         stats["by_operation"],
         json!([
             {"operation": "createWidget", "state": "claimed", "records": 2},
-            {"operation": "createWidget", "state": "completed", "records": 1},
+            {"operation": "createWidget", "state": "completed", "records": 2},
         ])
     );
+    let expired = json_of(url, &["--json", "list", "--expired"]);
+    assert_eq!(expired.as_array().unwrap().len(), 1, "{expired}");
+    assert_eq!(expired[0]["key"], "aged");
     let (code, text) = records(url, &["list"]);
     assert_eq!(code, 0);
     assert!(
@@ -223,6 +249,13 @@ fn reads_and_releases(url: &str, reader: Option<&str>) {
             ],
         );
         assert_eq!(code, 2, "a read-only role released a claim: {out}");
+        assert!(out.contains("permission denied"), "{out}");
+        // `expire` counts as a read; with --yes it is a write, refused.
+        let (code, out) = records(reader, &["--json", "expire"]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(r#""due":1"#), "{out}");
+        let (code, out) = records(reader, &["expire", "--yes"]);
+        assert_eq!(code, 2, "a read-only role expired records: {out}");
         assert!(out.contains("permission denied"), "{out}");
     }
 
@@ -263,6 +296,51 @@ fn reads_and_releases(url: &str, reader: Option<&str>) {
     assert_eq!(json_of(url, &["--json", "stats"])["stranded_claims"], 0);
     let (code, out) = release("live", &["--yes", "--force"]);
     assert_eq!(code, 0, "{out}");
+
+    // `expire`: only completed records whose retention ran out, only with --yes, printing what
+    // went.
+    let (code, out) = records(url, &["--json", "expire", "--operation", "publishWidget"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(r#""due":0"#),
+        "another operation's records: {out}"
+    );
+    let (code, out) = records(url, &["expire"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("would delete 1 expired records"), "{out}");
+    assert_eq!(
+        json_of(url, &["--json", "stats"])["expired_records"],
+        1,
+        "a dry run wrote"
+    );
+    let gone = json_of(url, &["--json", "expire", "--yes"]);
+    assert_eq!(
+        gone,
+        json!({"deleted": 1, "by_operation": [
+            {"operation": "createWidget", "state": "completed", "records": 1}
+        ]})
+    );
+    let (code, out) = records(
+        url,
+        &[
+            "show",
+            "--owner",
+            "alice",
+            "--operation",
+            "createWidget",
+            "--key",
+            "aged",
+        ],
+    );
+    assert_eq!(code, 1, "the expired record is gone: {out}");
+    assert_eq!(
+        json_of(url, &["--json", "show", "--hash", &key])["state"],
+        "completed",
+        "a record kept forever stays"
+    );
+    let (code, out) = records(url, &["expire", "--yes"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no record's retention has run out"), "{out}");
 }
 
 fn hex_of(bytes: &[u8]) -> String {

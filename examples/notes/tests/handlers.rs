@@ -14,19 +14,21 @@ use tower::ServiceExt;
 struct App {
     router: axum::Router,
     pool: idemgen_runtime::SqlitePool,
+    /// The database file (`idemgen-records` reads it).
+    file: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 async fn app() -> App {
     let dir = tempfile::tempdir().unwrap();
-    let store = idemgen_example_notes::open(dir.path().join("notes.db"))
-        .await
-        .unwrap();
+    let file = dir.path().join("notes.db");
+    let store = idemgen_example_notes::open(&file).await.unwrap();
     let pool = store.pool().clone();
     let (router, _server) = idemgen_example_notes::app(store, ExecutorConfig::default());
     App {
         router,
         pool,
+        file,
         _dir: dir,
     }
 }
@@ -135,6 +137,70 @@ async fn a_create_and_its_retry_are_one_note() {
     assert_eq!(bobs.status, StatusCode::CREATED);
     assert!(!bobs.replayed);
     assert_eq!(notes(&app).await, 2);
+}
+
+/// `idemgen-records show` finds the note's record from what support knows (owner, operation, key)
+/// and it holds what the service replays: status, `Location`, body.
+#[tokio::test]
+async fn the_record_of_a_create_is_found_by_its_scope_and_holds_what_is_replayed() {
+    let app = app().await;
+    let body = json!({"text": "found"});
+    let first = send(
+        &app,
+        "alice",
+        Some("k9"),
+        "POST",
+        "/notes",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let retry = send(&app, "alice", Some("k9"), "POST", "/notes", Some(body)).await;
+    assert!(retry.replayed);
+    let url = format!("sqlite:{}", app.file.display());
+    let show = idemgen_records::run([
+        "idemgen-records",
+        "--database-url",
+        &url,
+        "--json",
+        "show",
+        "--owner",
+        "alice",
+        "--operation",
+        "createNote",
+        "--key",
+        "k9",
+        "--body",
+    ])
+    .await;
+    assert_eq!(show.code, 0, "{show:?}");
+    let record: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(record["state"], "completed");
+    assert_eq!(record["response_status"], 201);
+    let stored: Value = serde_json::from_str(record["response_body"].as_str().unwrap()).unwrap();
+    assert_eq!(stored, retry.body, "the stored body is the replayed one");
+    let location = record["response_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "location")
+        .map(|h| h[1].as_str().unwrap().to_owned());
+    assert_eq!(location, retry.location);
+    // Another owner's same key names another record, which does not exist.
+    let bobs = idemgen_records::run([
+        "idemgen-records",
+        "--database-url",
+        &url,
+        "show",
+        "--owner",
+        "bob",
+        "--operation",
+        "createNote",
+        "--key",
+        "k9",
+    ])
+    .await;
+    assert_eq!(bobs.code, 1, "{bobs:?}");
 }
 
 #[tokio::test]

@@ -1,12 +1,14 @@
 //! SIGKILL in the middle of a write, then a restart: the retry after the stale window creates
-//! exactly one row. SIGTERM in the middle of a write: the request is drained, then the process
-//! exits.
+//! exactly one row; the claim the kill strands is what `idemgen-records` lists and releases.
+//! SIGTERM in the middle of a write: the request is drained, then the process exits.
 
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::Connection;
+
+use idemgen_runtime::testing::TestDb;
 
 use crate::support::*;
 
@@ -56,6 +58,124 @@ async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() 
         1,
         "exactly one row"
     );
+}
+
+/// Starts `key`'s create with the business write blocked on a table lock, waits for its claim,
+/// then kills the server with SIGKILL: the claim is stranded, held by a dead process.
+async fn strand(db: &TestDb, server: &mut Server, key: &str) {
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let base = server.base.clone();
+    let owned = key.to_owned();
+    let pending =
+        tokio::spawn(
+            async move { create(&base, "tok1", &owned, json!({"name": "Phoenix"})).await },
+        );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let claimed = format!(
+        "SELECT count(*) FROM idempotency_records WHERE idempotency_key = '{key}' AND state = 'claimed'"
+    );
+    while count(db, &claimed).await == 0 {
+        assert!(Instant::now() < deadline, "the claim never appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.kill9();
+    assert!(pending.await.is_err(), "the request died with the server");
+    lock_tx.rollback().await.unwrap();
+}
+
+/// The operator's view of a claim stranded by SIGKILL: while the dead process's lease runs the
+/// holder counts as alive and `release` refuses; once it lapses the claim is listed and counted
+/// as stranded and released; the key then executes once, and its record is what the service
+/// replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_stranded_by_sigkill_is_listed_released_and_its_key_then_executes_once() {
+    let db = fresh_db().await;
+    // The default stale window (5 min): only the lease's lapse (5 s) frees the key by itself.
+    let mut server = Server::start(&db, &[]).await;
+    strand(&db, &mut server, "stranded-1").await;
+    let which = [
+        "--owner",
+        "alice",
+        "--operation",
+        "createWidget",
+        "--key",
+        "stranded-1",
+    ];
+    let shown = records_json(&db, &[&["show"][..], &which].concat()).await;
+    assert_eq!(shown["state"], "claimed", "{shown}");
+    let holder = shown["holder"]
+        .as_str()
+        .expect("the claim names its holder")
+        .to_owned();
+    // Renewed every second, the dead process's lease runs on for 4 s or more after the kill.
+    assert_eq!(shown["lease_alive"], true, "{shown}");
+    let (code, out) = records(&db, &[&["release"][..], &which, &["--yes"]].concat()).await;
+    assert_eq!(code, 1, "a live lease's claim was released: {out}");
+    assert!(out.contains("alive"), "{out}");
+    // The lease lapses within `lease_expiry` of the last renewal.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while records_json(&db, &["stats"]).await["stranded_claims"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the dead holder's lease never lapsed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let claims = records_json(&db, &["list", "--state", "claimed"]).await;
+    let claims = claims.as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0]["key"], "stranded-1");
+    assert_eq!(claims[0]["holder"], holder.as_str());
+    assert_eq!(claims[0]["lease_alive"], false);
+    let (code, out) = records(&db, &[&["release"][..], &which, &["--yes"]].concat()).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("lease has expired"), "{out}");
+    let (code, out) = records(&db, &[&["show"][..], &which].concat()).await;
+    assert_eq!(code, 1, "the released claim is gone: {out}");
+
+    let server = server.restart(&[]).await;
+    let first = create(
+        &server.base,
+        "tok1",
+        "stranded-1",
+        json!({"name": "Phoenix"}),
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{first:?}");
+    assert!(!first.replayed());
+    let again = create(
+        &server.base,
+        "tok1",
+        "stranded-1",
+        json!({"name": "Phoenix"}),
+    )
+    .await;
+    assert!(again.replayed());
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM widgets").await,
+        1,
+        "executed once"
+    );
+    // The record support finds by (owner, operation, key) is what the retry replayed.
+    let record = records_json(&db, &[&["show", "--body"][..], &which].concat()).await;
+    assert_eq!(record["state"], "completed");
+    assert_eq!(record["response_status"], 201);
+    let stored: serde_json::Value =
+        serde_json::from_str(record["response_body"].as_str().unwrap()).unwrap();
+    assert_eq!(stored, again.body);
+    let location = record["response_headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "location")
+        .map(|h| h[1].as_str().unwrap().to_owned());
+    assert_eq!(location.as_deref(), again.header("location"));
+    assert_eq!(records_json(&db, &["stats"]).await["stranded_claims"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

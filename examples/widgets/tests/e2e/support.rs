@@ -263,6 +263,24 @@ pub async fn create(base: &str, token: &str, key: &str, body: Value) -> Answer {
 }
 
 /// A fresh database (the server applies the migrations at start).
+/// `idemgen-records` with `args` on `db`, as an operator runs it: its exit code and output.
+pub async fn records(db: &TestDb, args: &[&str]) -> (u8, String) {
+    let argv = [&["idemgen-records", "--database-url", &db.url][..], args].concat();
+    let outcome = idemgen_records::run(argv).await;
+    (
+        outcome.code,
+        format!("{}{}", outcome.stdout, outcome.stderr),
+    )
+}
+
+/// [`records`] with `--json`, which must succeed.
+pub async fn records_json(db: &TestDb, args: &[&str]) -> Value {
+    let argv = [&["--json"][..], args].concat();
+    let (code, out) = records(db, &argv).await;
+    assert_eq!(code, 0, "{args:?}: {out}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
 pub async fn fresh_db() -> TestDb {
     TestDb::new().await.expect("test database")
 }
