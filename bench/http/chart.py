@@ -17,7 +17,8 @@ COLOURS = ["#3366cc", "#dc7633", "#2e8b57", "#8e44ad", "#c0392b", "#7f8c8d"]
 
 def series_of(entry):
     if "strategy" in entry:
-        return entry["strategy"]
+        delay = entry.get("one_way_delay_ms")
+        return entry["strategy"] if delay is None else f"{entry['strategy']} +{delay:g} ms"
     return f"{entry.get('clients', '?')} clients"
 
 

@@ -5,9 +5,15 @@
 # (fresh keys) and replays (retries of completed keys), against a throwaway PostgreSQL cluster
 # with fsync on (one database per strategy).
 #
-# Usage: [STRATEGIES="separate-claim in-transaction"] [RUST_LOG=info] [WIDGETS_METRICS=off]
-#        [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
+# Usage: [STRATEGIES="separate-claim in-transaction"] [DELAYS="0 0.5 1"] [RUST_LOG=info]
+#        [WIDGETS_METRICS=off] [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
 #        bench/http/run.sh [seconds] [connections]
+#
+# DELAYS: the database across a network. For each one-way delay (milliseconds) the service
+# reaches PostgreSQL through idemgen-delay-proxy, which holds every byte that long in each
+# direction and counts round trips (server answers following the client's words); each
+# scenario then reports its round trips per request, and a last table its p50/p99 per delay.
+# Unset: the service talks to PostgreSQL directly, and round trips are not counted.
 #
 # Prints each wrk run, then a table per strategy: req/s, p50, p99, the create's ratio to the
 # plain create and the replay's ratio to the read. Writes the results as JSON in idemgen-bench's
@@ -48,6 +54,7 @@ printf "listen_addresses='127.0.0.1'\nport=%s\nunix_socket_directories='%s'\nfsy
 server=
 cleanup() {
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null || true
   "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
@@ -58,19 +65,29 @@ else
   cargo build -q --release -p widgets --features bench-plain-route
   widgets=target/release/widgets
 fi
+delays=${DELAYS:-direct}
+proxy=target/release/idemgen-delay-proxy
+[ "$delays" = direct ] || cargo build -q --release -p idemgen-bench --bin idemgen-delay-proxy
+proxy_pid=
+# The proxy's counters: "<round trips> <connections>".
+proxy_stats() { python3 -c 'import socket, sys; print(socket.create_connection(("127.0.0.1", int(sys.argv[1]))).makefile().readline().strip())' "$1"; }
 [ -n "${PERF_DIR:-}" ] && mkdir -p "$PERF_DIR"
 for strategy in $strategies; do
   db="widgets_${strategy//-/_}"
   psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE $db" >/dev/null
-  listen_port=$(free_port)
   # PG_SOCKET=unix: the service reaches PostgreSQL over its Unix socket instead of TCP loopback.
-  if [ "${PG_SOCKET:-tcp}" = unix ]; then pg_url="postgres://postgres@localhost:$port/$db?host=$dir"; else pg_url="postgres://postgres@127.0.0.1:$port/$db"; fi
-  DATABASE_URL="$pg_url" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
-    WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" \
-    "$widgets" >"$dir/server-$strategy.log" 2>&1 &
-  server=$!
+  if [ "${PG_SOCKET:-tcp}" = unix ]; then direct_url="postgres://postgres@localhost:$port/$db?host=$dir"; else direct_url="postgres://postgres@127.0.0.1:$port/$db"; fi
+  listen_port=$(free_port)
   url="http://127.0.0.1:$listen_port"
-  for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
+  # Starts the service on PostgreSQL at $1 and waits until it answers.
+  start_service() {
+    DATABASE_URL="$1" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
+      WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" \
+      "$widgets" >>"$dir/server-$strategy.log" 2>&1 &
+    server=$!
+    for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
+  }
+  start_service "$direct_url"
   # Tables of a service in production, not empty ones: 100,000 completed records (another owner)
   # and widgets, vacuumed and analyzed (so autovacuum does not visit them during the runs). On a table of a few pages the planner prefers a sequential scan, and a
   # generic plan sqlx's statements cache then keeps it while the run grows the table (a
@@ -99,8 +116,19 @@ SQL
   WIDGET_ID=$(curl -s -X POST "$url/widgets" -H 'Authorization: Bearer tok1' -H 'Idempotency-Key: floor' \
     -H 'Content-Type: application/json' -d '{"name":"floor"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
   export WIDGET_ID
+  for delay in $delays; do
+  if [ "$delay" != direct ]; then
+    kill "$server"; wait "$server" 2>/dev/null || true
+    proxy_port=$(free_port); stats_port=$(free_port)
+    "$proxy" --listen "127.0.0.1:$proxy_port" --upstream "127.0.0.1:$port" --one-way-ms "$delay" \
+      --stats "127.0.0.1:$stats_port" &
+    proxy_pid=$!
+    for _ in $(seq 100); do proxy_stats "$stats_port" >/dev/null 2>&1 && break; sleep 0.05; done
+    start_service "postgres://postgres@127.0.0.1:$proxy_port/$db"
+  fi
   for scenario in plain plain_create create replay; do
-    echo "== $strategy $scenario ($conns connections, ${secs}s)"
+    run="$strategy-$delay-$scenario"
+    echo "== $strategy $scenario, database delay $delay ($conns connections, ${secs}s)"
     # The previous scenario's dirty buffers written first, so its checkpoint work does not run
     # (and count as PostgreSQL CPU) in this one.
     psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "CHECKPOINT" >/dev/null
@@ -109,23 +137,32 @@ SQL
     if [ -n "${PERF_DIR:-}" ]; then
       # PERF_SERVICE=1: the service alone, with DWARF call graphs (for the frames' callers).
       if [ -n "${PERF_SERVICE:-}" ]; then target=(-p "$server" --call-graph dwarf,16384 -F 299); else target=(-a -F 999); fi
-      perf record -q "${target[@]}" -e cpu-clock -o "$PERF_DIR/$strategy-$scenario.data" -- sleep "$secs" 2>/dev/null &
+      perf record -q "${target[@]}" -e cpu-clock -o "$PERF_DIR/$run.data" -- sleep "$secs" 2>/dev/null &
       perf_pid=$!
     fi
-    cpu_ticks "$server" > "$dir/$strategy-$scenario.cpu0"
-    echo "$server" > "$dir/$strategy-$scenario.pid"
-    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" > "$dir/$strategy-$scenario.wrk"
-    cpu_ticks "$server" > "$dir/$strategy-$scenario.cpu1"
+    [ "$delay" = direct ] || proxy_stats "$stats_port" > "$dir/$run.rt0"
+    cpu_ticks "$server" > "$dir/$run.cpu0"
+    echo "$server" > "$dir/$run.pid"
+    wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" > "$dir/$run.wrk"
+    cpu_ticks "$server" > "$dir/$run.cpu1"
+    [ "$delay" = direct ] || proxy_stats "$stats_port" > "$dir/$run.rt1"
     [ -n "$perf_pid" ] && wait "$perf_pid"
-    grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors" "$dir/$strategy-$scenario.wrk"
+    grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors" "$dir/$run.wrk"
+  done
+  if [ "$delay" != direct ]; then
+    kill "$server"; wait "$server" 2>/dev/null || true; server=
+    kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true; proxy_pid=
+    start_service "$direct_url"
+  fi
   done
   echo "== $strategy widgets rows written by the runs: $(psql -tA -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "SELECT count(*) FROM widgets WHERE owner NOT LIKE 'user-%'")"
   kill "$server"; wait "$server" 2>/dev/null || true; server=
 done
 mkdir -p "$(dirname "$json")"
-python3 - "$dir" "$json" "$secs" "$conns" $strategies <<'PY'
+python3 - "$dir" "$json" "$secs" "$conns" "$delays" $strategies <<'PY'
 import json, re, sys
-d, out, secs, conns, strategies = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+d, out, secs, conns, delays, strategies = (sys.argv[1], sys.argv[2], float(sys.argv[3]),
+                                           int(sys.argv[4]), sys.argv[5].split(), sys.argv[6:])
 unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def ticks(path):
     return {p: int(t) for p, t in (line.split() for line in open(path) if line.strip())}
@@ -135,37 +172,63 @@ def cpu_us(base, service_pid, requests):
     service = spent.pop(service_pid, 0)
     us = lambda t: t * 1e4 / max(requests, 1)
     return us(service), us(sum(spent.values()))
-def wrk(path):
-    text = open(path).read()
+def round_trips(base, requests):
+    try:
+        before, after = (int(open(base + ext).read().split()[0]) for ext in (".rt0", ".rt1"))
+    except FileNotFoundError:
+        return None
+    return (after - before) / max(requests, 1)
+def wrk(base):
+    text = open(base + ".wrk").read()
     def lat(p):
         m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
         return float(m.group(1)) * unit[m.group(2)] if m else None
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
     requests = int(re.search(r"(\d+) requests in", text).group(1))
-    service_pid = open(path[:-len(".wrk")] + ".pid").read().strip()
-    service_us, pg_us = cpu_us(path[:-len(".wrk")], service_pid, requests)
+    service_pid = open(base + ".pid").read().strip()
+    service_us, pg_us = cpu_us(base, service_pid, requests)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
     return {"throughput_rps": rps, "p50_ms": lat(50), "p99_ms": lat(99), "requests": requests,
             "service_cpu_us_per_request": service_us, "postgres_cpu_us_per_request": pg_us,
+            "round_trips_per_request": round_trips(base, requests),
             "non_2xx": int(non2xx.group(1)) if non2xx else 0}
 names = {"plain": "get_widget", "plain_create": "plain_create", "create": "idempotent_create",
          "replay": "replay"}
 scenarios = []
 for strategy in strategies:
-    runs = {s: wrk(f"{d}/{strategy}-{s}.wrk") for s in names}
-    get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
-    print(f"\n{strategy} ({conns} connections, {secs:g} s each)\n")
-    print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | CPU µs/req service | CPU µs/req PostgreSQL |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for s, name in names.items():
-        r = runs[s]
-        r.update(name=name, strategy=strategy, clients=conns,
-                 ratio_to_plain=r["throughput_rps"] / plain, ratio_to_get=r["throughput_rps"] / get)
-        scenarios.append(r)
-        print(f"| {name} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-              f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
-              f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
-              + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))
+    for delay in delays:
+        runs = {s: wrk(f"{d}/{strategy}-{delay}-{s}") for s in names}
+        get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
+        where = "directly" if delay == "direct" else f"through {delay} ms each way"
+        print(f"\n{strategy}, PostgreSQL {where} ({conns} connections, {secs:g} s each)\n")
+        print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | round trips/req "
+              "| CPU µs/req service | CPU µs/req PostgreSQL |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for s, name in names.items():
+            r = runs[s]
+            r.update(name=name, strategy=strategy, clients=conns,
+                     one_way_delay_ms=None if delay == "direct" else float(delay),
+                     ratio_to_plain=r["throughput_rps"] / plain,
+                     ratio_to_get=r["throughput_rps"] / get)
+            scenarios.append(r)
+            rt = r["round_trips_per_request"]
+            print(f"| {name} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
+                  f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
+                  f"| {'-' if rt is None else f'{rt:.2f}'} "
+                  f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
+                  + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))
+if len(delays) > 1 or delays != ["direct"]:
+    print(f"\nLatency by database delay (one way), p50 / p99 ms\n")
+    print("| strategy | scenario | " + " | ".join(f"{x} ms" for x in delays) + " |")
+    print("|---|---|" + "---:|" * len(delays))
+    for strategy in strategies:
+        for name in names.values():
+            cells = []
+            for delay in delays:
+                r = next(x for x in scenarios if x["strategy"] == strategy and x["name"] == name
+                         and x["one_way_delay_ms"] == (None if delay == "direct" else float(delay)))
+                cells.append(f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}")
+            print(f"| {strategy} | {name} | " + " | ".join(cells) + " |")
 json.dump({"bench": "http", "seconds_per_run": secs, "scenarios": scenarios}, open(out, "w"), indent=2)
 PY
 python3 bench/http/chart.py "$json" "${json%.json}.svg"

@@ -6,6 +6,7 @@
 pub use idemgen_runtime::testing::*;
 
 mod autofailover;
+pub mod delay;
 pub mod imports;
 mod pgbouncer;
 pub mod proxy;
@@ -13,6 +14,7 @@ mod standby;
 mod switch;
 
 pub use autofailover::{AutoFailover, Kill, MONITOR_SETTINGS, NodeState};
+pub use delay::{DelayCounters, DelayProxy};
 pub use pgbouncer::{PgBouncer, PoolMode};
 pub use standby::{promote, standby_of};
 pub use switch::Switch;
