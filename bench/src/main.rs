@@ -19,6 +19,10 @@
 //! (`pg_stat_database`), statements (`pg_stat_statements`, when the server ships it) and WAL
 //! flushes (`pg_stat_wal.wal_sync`).
 //!
+//! `--db-delay-ms X` puts PostgreSQL X ms away in each direction (an [`idemgen_testdb::DelayProxy`]
+//! between the measured pools and the server; the counters' own pool goes around it) and adds
+//! round trips per request, counted by the proxy.
+//!
 //! `--sqlite` runs the same comparison on `SqliteStore` instead, against SQLite floors, with no
 //! PostgreSQL (`sqlite.rs`).
 
@@ -37,7 +41,7 @@ use idemgen_runtime::engine::{
     ExecuteError, HandlerFuture, IdempotentRequest, ResponseCodec, Scope, StoredResponse,
 };
 use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, TxHandle};
-use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
+use idemgen_testdb::{Cluster, ClusterOptions, DelayCounters, DelayProxy, TestDb};
 use serde::Serialize;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Executor as _, PgPool};
@@ -60,6 +64,10 @@ struct Args {
     /// The SQLite store against SQLite floors (one file, WAL, synchronous=FULL), no PostgreSQL.
     #[arg(long)]
     sqlite: bool,
+    /// Put PostgreSQL this many milliseconds away in each direction (0.5: half a millisecond),
+    /// through a delaying proxy that also counts round trips.
+    #[arg(long)]
+    db_delay_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -75,6 +83,9 @@ struct ScenarioResult {
     statements_per_request: Option<f64>,
     /// PostgreSQL only (`pg_stat_wal`).
     wal_flushes_per_request: Option<f64>,
+    /// `--db-delay-ms` only: round trips between the pools and PostgreSQL, per request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    round_trips_per_request: Option<f64>,
     ratio_to_plain: Option<f64>,
     ratio_to_plus_row: Option<f64>,
     /// `same_key_storm` only: committed business writes per key (must be 1).
@@ -250,9 +261,12 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 struct Bench {
+    /// How the measured pools connect (through the delay proxy with `--db-delay-ms`).
     options: PgConnectOptions,
     admin: PgPool,
     seconds: f64,
+    /// The delay proxy's counters, with `--db-delay-ms`.
+    delay: Option<Arc<DelayCounters>>,
 }
 
 impl Bench {
@@ -275,7 +289,13 @@ impl Bench {
         op: Op,
     ) -> anyhow::Result<ScenarioResult> {
         let before = counters(&self.admin).await?;
+        let trips_before = self.delay.as_ref().map(|d| d.round_trips());
         let (requests, lat) = drive(clients, Duration::from_secs_f64(self.seconds), op).await?;
+        let trips = self
+            .delay
+            .as_ref()
+            .zip(trips_before)
+            .map(|(d, b)| (d.round_trips() - b) as f64 / requests.max(1) as f64);
         for p in pools {
             p.close().await;
         }
@@ -296,6 +316,7 @@ impl Bench {
                 _ => None,
             },
             wal_flushes_per_request: Some(per(after.wal_syncs - before.wal_syncs)),
+            round_trips_per_request: trips,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
             writes_per_key: None,
@@ -443,6 +464,7 @@ impl Bench {
             commits_per_request: Some(per(after.commits - before.commits - 2)),
             statements_per_request: None,
             wal_flushes_per_request: Some(per(after.wal_syncs - before.wal_syncs)),
+            round_trips_per_request: None,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
@@ -453,12 +475,12 @@ impl Bench {
 
 fn markdown(report: &Report) -> String {
     let mut out = String::from(
-        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | × plain | × plain_plus_row | writes/key |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | round trips/req | × plain | × plain_plus_row | writes/key |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in &report.scenarios {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} |\n",
             s.name,
             s.clients,
             s.throughput_rps,
@@ -469,6 +491,8 @@ fn markdown(report: &Report) -> String {
             s.statements_per_request
                 .map_or("–".into(), |v| format!("{v:.2}")),
             s.wal_flushes_per_request
+                .map_or("–".into(), |v| format!("{v:.2}")),
+            s.round_trips_per_request
                 .map_or("–".into(), |v| format!("{v:.2}")),
             s.ratio_to_plain.map_or("–".into(), |v| format!("{v:.2}")),
             s.ratio_to_plus_row
@@ -532,10 +556,39 @@ async fn main() -> anyhow::Result<()> {
             .execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             .await;
     }
+    let (options, delay, _proxy) = match args.db_delay_ms {
+        None => (db.options.clone(), None, None),
+        Some(ms) => {
+            anyhow::ensure!(
+                ms.is_finite() && ms >= 0.0,
+                "--db-delay-ms: a delay of 0 or more milliseconds"
+            );
+            let upstream = tokio::net::lookup_host((db.options.get_host(), db.options.get_port()))
+                .await?
+                .next()
+                .context("the database's address")?;
+            let proxy = DelayProxy::start(
+                "127.0.0.1:0".parse()?,
+                upstream,
+                Duration::from_secs_f64(ms / 1000.0),
+            )?;
+            let options = db
+                .options
+                .clone()
+                .host("127.0.0.1")
+                .port(proxy.addr().port());
+            (options, Some(proxy.counters().clone()), Some(proxy))
+        }
+    };
+    let server = match args.db_delay_ms {
+        Some(ms) => format!("{server}, {ms} ms away each way"),
+        None => server.to_owned(),
+    };
     let bench = Bench {
-        options: db.options.clone(),
+        options,
         admin,
         seconds: args.seconds,
+        delay,
     };
     let mut scenarios = Vec::new();
     for &clients in &args.clients {
@@ -580,7 +633,7 @@ async fn main() -> anyhow::Result<()> {
         scenarios.extend(group);
     }
     let report = Report {
-        server: server.into(),
+        server,
         seconds_per_run: args.seconds,
         scenarios,
     };
