@@ -17,30 +17,7 @@ async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() 
     let db = fresh_db().await;
     let mut server = Server::start(&db, &[("WIDGETS_STALE_CLAIM", "2s")]).await;
 
-    // Block the business write: the claim commits, the insert waits on the table lock.
-    let mut locker = db.connect().await.unwrap();
-    let mut lock_tx = locker.begin().await.unwrap();
-    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock_tx)
-        .await
-        .unwrap();
-    let base = server.base.clone();
-    let pending =
-        tokio::spawn(
-            async move { create(&base, "tok1", "crash-1", json!({"name": "Phoenix"})).await },
-        );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while count(&db, "SELECT count(*) FROM idempotency_records WHERE idempotency_key = 'crash-1' AND state = 'claimed'").await == 0 {
-        assert!(Instant::now() < deadline, "the claim never appeared");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    server.kill9();
-    assert!(
-        pending.await.is_err(),
-        "the client's request died with the server"
-    );
-    lock_tx.rollback().await.unwrap();
+    strand(&db, &mut server, "crash-1").await;
 
     let server = server.restart(&[]).await;
     // Within the stale window the key is still held by the dead attempt.
@@ -60,8 +37,8 @@ async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() 
     );
 }
 
-/// Starts `key`'s create with the business write blocked on a table lock, waits for its claim,
-/// then kills the server with SIGKILL: the claim is stranded, held by a dead process.
+/// Starts `key`'s create with the business write blocked on a table lock (the claim commits,
+/// the insert waits), waits for its claim, then kills the server with SIGKILL: the claim is stranded, held by a dead process.
 async fn strand(db: &TestDb, server: &mut Server, key: &str) {
     let mut locker = db.connect().await.unwrap();
     let mut lock_tx = locker.begin().await.unwrap();
@@ -83,6 +60,8 @@ async fn strand(db: &TestDb, server: &mut Server, key: &str) {
         assert!(Instant::now() < deadline, "the claim never appeared");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The handler reaches the lock.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     server.kill9();
     assert!(pending.await.is_err(), "the request died with the server");
     lock_tx.rollback().await.unwrap();
