@@ -61,3 +61,8 @@ pub use store::{MemoryStore, Store};
 pub use store::{PgStore, Pooler, PoolerError, WriterHosts, WriterUrlError};
 #[cfg(feature = "sqlite")]
 pub use store::{SqliteStore, SqliteTx};
+#[cfg(feature = "tokio-postgres")]
+pub use store::{TokioPgStore, TokioPgTx};
+/// The driver and pool of [`TokioPgStore`], at the versions it was built with.
+#[cfg(feature = "tokio-postgres")]
+pub use {deadpool_postgres, tokio_postgres};

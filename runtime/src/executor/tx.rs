@@ -225,3 +225,13 @@ impl TxHandle<crate::store::SqliteStore> {
         Ok(self.tx().await?.conn())
     }
 }
+
+#[cfg(feature = "tokio-postgres")]
+impl TxHandle<crate::store::TokioPgStore> {
+    /// The pooled tokio-postgres client inside the attempt's transaction, which begins now if it
+    /// was not yet (see the type's docs). Statements polled together share a round trip
+    /// (`tokio::join!`), and `prepare_cached` prepares a statement once per connection.
+    pub async fn conn(&mut self) -> Result<&crate::deadpool_postgres::ClientWrapper, StoreError> {
+        Ok(self.tx().await?.client())
+    }
+}

@@ -21,6 +21,8 @@ mod record;
 pub(crate) mod rules;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+#[cfg(feature = "tokio-postgres")]
+mod tokio_pg;
 
 pub use memory::{MemoryStore, MemoryTx};
 #[cfg(feature = "postgres")]
@@ -28,6 +30,8 @@ pub use postgres::{PgStore, PgTx, Pooler, PoolerError, WriterHosts, WriterUrlErr
 pub use record::{ClaimToken, HolderId, Record, RecordState, SCOPE_HASH_TAG, Scope, gate_key};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, SqliteTx};
+#[cfg(feature = "tokio-postgres")]
+pub use tokio_pg::{TokioPgStore, TokioPgTx};
 
 /// Why a store refused to commit a transaction that is not intact ([`Store::tx_intact`]).
 pub(crate) const TX_NOT_INTACT: &str = "the transaction was left inside a nested transaction \

@@ -1,6 +1,6 @@
 //! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
 //! `contract!` macro runs it on PostgreSQL (directly, and through PgBouncer in transaction and in
-//! session pooling mode), on SQLite (a temporary file) and in memory, separate-claim and
+//! session pooling mode; and on tokio-postgres, the pipelining store), on SQLite (a temporary file) and in memory, separate-claim and
 //! in-transaction.
 
 use std::sync::Arc;
@@ -26,6 +26,14 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn postgres_in_transaction() {
                 super::$case(pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_separate_claim() {
+                super::$case(tokio_pg_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_in_transaction() {
+                super::$case(tokio_pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn pgbouncer_transaction_separate_claim() {

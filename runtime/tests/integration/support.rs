@@ -11,7 +11,7 @@ use idemgen_runtime::engine::{
 };
 use idemgen_runtime::{
     Executor, ExecutorConfig, MemoryStore, PgStore, Pooler, SqlitePool, SqliteStore, Store,
-    Strategy, TxHandle,
+    Strategy, TokioPgStore, TxHandle,
 };
 use idemgen_testdb::{PgBouncer, PoolMode, TestDb};
 use sqlx::postgres::PgPoolOptions;
@@ -72,6 +72,25 @@ impl Business<PgStore> for PgBusiness {
             sqlx::query("INSERT INTO business_writes (label) VALUES ($1)")
                 .bind(label)
                 .execute(tx.conn().await.map_err(|e| e.to_string())?)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+struct TokioPgBusiness;
+
+impl Business<TokioPgStore> for TokioPgBusiness {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<TokioPgStore>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String> {
+        Box::pin(async move {
+            let client = tx.conn().await.map_err(|e| e.to_string())?;
+            client
+                .execute("INSERT INTO business_writes (label) VALUES ($1)", &[&label])
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
@@ -190,6 +209,25 @@ pub async fn pg_env(config: ExecutorConfig) -> Env<PgStore> {
     Env {
         exec: Executor::new(PgStore::new(pool.clone()), config),
         business: Arc::new(PgBusiness),
+        ledger: Ledger::Pg(pool),
+    }
+}
+
+/// The tokio-postgres store on a fresh database, and the database's sqlx pool (for the ledger
+/// and for direct reads).
+pub async fn fresh_tokio_pg(pool_size: usize) -> (TestDb, sqlx::PgPool, TokioPgStore) {
+    let (db, pool) = fresh_pg(4).await;
+    // The URL without sqlx's own parameters (`statement-cache-capacity`).
+    let url = db.url.split('?').next().unwrap_or(&db.url);
+    let tokio_pool = TokioPgStore::pool(url, pool_size).expect("tokio-postgres pool");
+    (db, pool, TokioPgStore::new(tokio_pool))
+}
+
+pub async fn tokio_pg_env(config: ExecutorConfig) -> Env<TokioPgStore> {
+    let (_db, pool, store) = fresh_tokio_pg(40).await;
+    Env {
+        exec: Executor::new(store, config),
+        business: Arc::new(TokioPgBusiness),
         ledger: Ledger::Pg(pool),
     }
 }

@@ -15,7 +15,7 @@ mod pooler;
 mod warm;
 mod writer;
 
-pub(crate) use error::{classify, classify_ref};
+pub(crate) use error::{classify, classify_ref, classify_sqlstate};
 pub use pooler::{Pooler, PoolerError};
 pub use writer::{WriterHosts, WriterUrlError};
 
@@ -46,7 +46,7 @@ pub struct PgStore {
 /// first (one round trip if it has no record; for the gate, two if it has). At most
 /// [`SeenKeys::CAPACITY`] keys; when full it starts again empty.
 #[derive(Debug, Default)]
-struct SeenKeys(Mutex<HashSet<[u8; 32]>>);
+pub(in crate::store) struct SeenKeys(Mutex<HashSet<[u8; 32]>>);
 
 impl SeenKeys {
     const CAPACITY: usize = 65_536;
@@ -57,11 +57,11 @@ impl SeenKeys {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn contains(&self, hash: &[u8; 32]) -> bool {
+    pub(in crate::store) fn contains(&self, hash: &[u8; 32]) -> bool {
         self.set().contains(hash)
     }
 
-    fn insert(&self, hash: [u8; 32]) {
+    pub(in crate::store) fn insert(&self, hash: [u8; 32]) {
         let mut set = self.set();
         if set.len() >= Self::CAPACITY {
             set.clear();
@@ -69,7 +69,7 @@ impl SeenKeys {
         set.insert(hash);
     }
 
-    fn remove(&self, hash: &[u8; 32]) {
+    pub(in crate::store) fn remove(&self, hash: &[u8; 32]) {
         self.set().remove(hash);
     }
 }
@@ -263,10 +263,10 @@ impl Drop for PgTx {
 }
 
 /// SQLSTATEs raised by `idemgen_gate` (migration 0002).
-const GATE_BUSY: &str = "IG001";
-const GATE_RECORD: &str = "IG002";
+pub(in crate::store) const GATE_BUSY: &str = "IG001";
+pub(in crate::store) const GATE_RECORD: &str = "IG002";
 /// SQLSTATE `read_only_sql_transaction`: the gate (or any write) on a server in recovery.
-const READ_ONLY: &str = "25006";
+pub(in crate::store) const READ_ONLY: &str = "25006";
 
 impl PgStore {
     /// A store on a pool connected to the writer. Claims share that pool: when every connection
@@ -346,22 +346,31 @@ impl PgStore {
         operation: &str,
         resource_ref: &str,
     ) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE idempotency_records
-                SET state = 'tombstone', fingerprint = NULL, fingerprint_version = NULL,
-                    response_status = NULL, response_headers = NULL, response_body = NULL
-              WHERE owner = $1 AND operation = $2 AND resource_ref = $3 AND state = 'completed'",
-        )
-        .bind(owner)
-        .bind(operation)
-        .bind(resource_ref)
-        .persistent(persistent)
-        .execute(conn)
-        .await
-        .map_err(classify)?;
+        let done = sqlx::query(TOMBSTONE)
+            .bind(owner)
+            .bind(operation)
+            .bind(resource_ref)
+            .persistent(persistent)
+            .execute(conn)
+            .await
+            .map_err(classify)?;
         Ok(done.rows_affected())
     }
 }
+
+/// Turns the completed records about a resource into tombstones (`$3`: the resource reference).
+pub(in crate::store) const TOMBSTONE: &str = "UPDATE idempotency_records
+        SET state = 'tombstone', fingerprint = NULL, fingerprint_version = NULL,
+            response_status = NULL, response_headers = NULL, response_body = NULL
+      WHERE owner = $1 AND operation = $2 AND resource_ref = $3 AND state = 'completed'";
+
+/// Deletes up to `$1` expired records, skipping rows another transaction holds.
+pub(in crate::store) const PURGE_EXPIRED: &str = "DELETE FROM idempotency_records
+      WHERE ctid IN (SELECT ctid FROM idempotency_records
+                      WHERE expires_at IS NOT NULL AND expires_at < clock_timestamp()
+                      ORDER BY expires_at
+                      LIMIT $1
+                      FOR UPDATE SKIP LOCKED)";
 
 /// Whether a record is a stale claim, given the placeholder of the stale-claim timeout in
 /// seconds: claimed longer ago than that, or claimed for a holder whose lease has expired or
@@ -403,7 +412,7 @@ macro_rules! async_commit {
 
 /// Every statement finds a record by its key, `scope_hash` (protocol.md, "Record key"), bound
 /// as `$1`: one 32-byte primary key instead of four text columns.
-const SELECT_RECORD: &str = concat!(
+pub(in crate::store) const SELECT_RECORD: &str = concat!(
     "SELECT state, fingerprint, fingerprint_version, claim_token, ",
     stale!("$2"),
     " AS stale,
@@ -418,7 +427,7 @@ const SELECT_RECORD: &str = concat!(
 /// refuse a standby, and the attempt goes on to them: a lagging record is never replayed). Plain
 /// on purpose: a join that also reported the recovery state cost a replay 20 % of its server
 /// throughput (pgbench, prepared).
-const LOOK: &str = concat!(
+pub(in crate::store) const LOOK: &str = concat!(
     "SELECT state, fingerprint, fingerprint_version, claim_token, ",
     stale!("$2"),
     " AS stale, response_status, response_headers, response_body
@@ -433,7 +442,7 @@ const LOOK: &str = concat!(
 /// completing the record changes no indexed column.
 /// The holder's lease is looked up inside the same statement (a claim of a holder whose lease
 /// lapsed is reported stale), so claiming stays one round trip.
-const CLAIM: &str = concat!(
+pub(in crate::store) const CLAIM: &str = concat!(
     "WITH existing AS (
         SELECT state, fingerprint, fingerprint_version, claim_token, ",
     stale!("$8"),
@@ -459,7 +468,7 @@ const CLAIM: &str = concat!(
 
 /// A takeover installs the taker's token and holder, guarded by the old token and by the claim
 /// still being stale (its age, or its holder's lease), judged again under the row lock.
-const TAKE_OVER: &str = concat!(
+pub(in crate::store) const TAKE_OVER: &str = concat!(
     "UPDATE idempotency_records
         SET claim_token = $4, claimed_at = clock_timestamp(), holder_id = $7
       WHERE scope_hash = $1 AND state = 'claimed' AND fingerprint = $2
@@ -471,7 +480,7 @@ const TAKE_OVER: &str = concat!(
 /// Registers or renews a holder's lease, by the database clock; in the same statement, drops
 /// leases that lapsed more than an hour ago (their claims are stale either way: a missing lease
 /// counts as expired).
-const RENEW_LEASE: &str = "WITH purged AS (
+pub(in crate::store) const RENEW_LEASE: &str = "WITH purged AS (
         DELETE FROM idempotency_holders
          WHERE expires_at < clock_timestamp() - interval '1 hour' AND holder_id <> $1)
      INSERT INTO idempotency_holders (holder_id, heartbeat_at, expires_at)
@@ -479,24 +488,39 @@ const RENEW_LEASE: &str = "WITH purged AS (
      ON CONFLICT (holder_id) DO UPDATE
         SET heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at";
 
-const END_LEASE: &str = "DELETE FROM idempotency_holders WHERE holder_id = $1";
+pub(in crate::store) const END_LEASE: &str = "DELETE FROM idempotency_holders WHERE holder_id = $1";
 
-/// The separate-claim completion, guarded by the claim token.
-const COMPLETE: &str = "UPDATE idempotency_records
+/// [`COMPLETE`]'s text, for the statements built on it.
+macro_rules! complete {
+    () => {
+        "UPDATE idempotency_records
         SET state = 'completed', response_status = $3, response_headers = $4,
             response_body = $5, resource_ref = $6, completed_at = clock_timestamp()
-      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2";
+      WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2"
+    };
+}
+pub(in crate::store) use complete;
 
-/// The in-transaction strategy's only write to the records: the completed record, once, behind
-/// the gate. The primary key stays the final arbiter: a record that did not go through the gate
-/// (a separate claim) makes this insert do nothing, and the attempt rolls back.
-const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
+/// The separate-claim completion, guarded by the claim token.
+const COMPLETE: &str = complete!();
+
+/// [`INSERT_COMPLETED`]'s insert, for the statements built on it.
+macro_rules! insert_completed {
+    () => {
+        "INSERT INTO idempotency_records
         (scope_hash, owner, operation, resource_scope, idempotency_key, state, fingerprint,
          fingerprint_version, claim_token, claimed_at, response_status, response_headers,
          response_body, resource_ref, completed_at, expires_at)
      VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, clock_timestamp(), $9, $10, $11, $12,
-             clock_timestamp(), clock_timestamp() + make_interval(secs => $13))
-     ON CONFLICT DO NOTHING";
+             clock_timestamp(), clock_timestamp() + make_interval(secs => $13))"
+    };
+}
+pub(in crate::store) use insert_completed;
+
+/// The in-transaction strategy's only write to the records: the completed record, once, behind
+/// the gate. The primary key stays the final arbiter: a record that did not go through the gate
+/// (a separate claim) makes this insert do nothing, and the attempt rolls back.
+const INSERT_COMPLETED: &str = concat!(insert_completed!(), " ON CONFLICT DO NOTHING");
 
 /// A release, guarded by the token. It waits for the record's row lock only while an attempt's
 /// transaction still holds it (a commit in doubt, after a 504), and for at most 5 s
@@ -504,7 +528,7 @@ const INSERT_COMPLETED: &str = "INSERT INTO idempotency_records
 /// the row is locked): then it deletes nothing and fails, and the executor retries it in the
 /// background. Without it, a server yet to notice a half-open connection would hold a claim-pool
 /// connection until it did (with default TCP keepalives, hours).
-const RELEASE: &str = "DELETE FROM idempotency_records
+pub(in crate::store) const RELEASE: &str = "DELETE FROM idempotency_records
       WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2
         AND (SELECT set_config('lock_timeout', '5s', true)) IS NOT NULL";
 
@@ -516,7 +540,7 @@ const BEGIN_DEALLOCATING: &str = "BEGIN; DEALLOCATE ALL";
 
 /// After the gate found a record: `ROLLBACK` and [`SELECT_RECORD`] in one simple-query round trip,
 /// with the record key and the stale-claim timeout (in milliseconds) as literals.
-fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
+pub(in crate::store) fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
     let millis = stale_after.as_millis().min(i64::MAX as u128);
     SELECT_RECORD
         .replace("$1", &format!("'\\x{}'::bytea", hex::encode(hash)))
@@ -526,7 +550,7 @@ fn rollback_and_read(hash: &[u8; 32], stale_after: Duration) -> String {
 
 /// `BEGIN` and the gate in one simple-query round trip. Its only literals are an integer and a
 /// hash the runtime computed from the scope, never client text.
-fn gated_begin(hash: &[u8; 32], pooler: Pooler) -> String {
+pub(in crate::store) fn gated_begin(hash: &[u8; 32], pooler: Pooler) -> String {
     let begin = if pooler == Pooler::Transaction {
         BEGIN_DEALLOCATING
     } else {
@@ -574,12 +598,12 @@ fn record_from_row(row: &PgRow) -> Result<Record, StoreError> {
 
 /// The `response_status` column of `response` (`smallint`): a status past it is refused, never
 /// written as another.
-fn stored_status(response: &StoredResponse) -> Result<i16, StoreError> {
+pub(in crate::store) fn stored_status(response: &StoredResponse) -> Result<i16, StoreError> {
     i16::try_from(response.status)
         .map_err(|_| StoreError::Other(format!("status {} does not fit", response.status)))
 }
 
-fn secs(d: Duration) -> f64 {
+pub(in crate::store) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
@@ -974,19 +998,12 @@ impl Store for PgStore {
 
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
         let mut work = Work::acquire(&self.pool, self.pooler).await?;
-        let done = sqlx::query(
-            "DELETE FROM idempotency_records
-              WHERE ctid IN (SELECT ctid FROM idempotency_records
-                              WHERE expires_at IS NOT NULL AND expires_at < clock_timestamp()
-                              ORDER BY expires_at
-                              LIMIT $1
-                              FOR UPDATE SKIP LOCKED)",
-        )
-        .bind(batch_size)
-        .persistent(self.pooler.persistent())
-        .execute(work.conn())
-        .await
-        .map_err(classify)?;
+        let done = sqlx::query(PURGE_EXPIRED)
+            .bind(batch_size)
+            .persistent(self.pooler.persistent())
+            .execute(work.conn())
+            .await
+            .map_err(classify)?;
         work.finish().await?;
         Ok(done.rows_affected())
     }

@@ -1,0 +1,666 @@
+//! The PostgreSQL store on tokio-postgres (feature `tokio-postgres`): the statements and record
+//! table of [`PgStore`](super::PgStore), sent so that the protocol's statements share round trips
+//! with the transaction's own (ARCHITECTURE.md, "The pipelining store").
+//!
+//! tokio-postgres writes a statement to the connection when its future is first polled and
+//! matches answers to statements in order, so statements polled together travel together. The
+//! store uses that in three places:
+//! - the completion and `COMMIT` go in one round trip. The completion is written to fail its
+//!   statement, and so the transaction, when it completes nothing (the claim was taken over, or a
+//!   record that did not go through the gate holds the key): the `COMMIT` behind it then ends an
+//!   aborted transaction, which PostgreSQL answers as a rollback, and nothing of the attempt
+//!   commits;
+//! - after the gate found a record: `ROLLBACK` and the read;
+//! - a read that decides an outcome: the recovery check and the read.
+//!
+//! Statements are prepared once per connection (deadpool-postgres's statement cache), so a
+//! statement after the first costs no parse round trip. A transaction-mode pooler would move those
+//! prepared statements between clients: this store is for direct connections (or a session-mode
+//! pooler); behind PgBouncer in transaction mode use `PgStore` with [`Pooler::Transaction`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{ClientWrapper, Object, Pool, PoolError};
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{Json, ToSql};
+
+use super::postgres::{self as pg, Pooler, SeenKeys, classify_sqlstate};
+use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
+use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
+use super::{ClaimToken, HolderId, Record, RecordState, Scope};
+use crate::response::StoredResponse;
+
+/// The separate-claim completion that fails when it completes nothing: division by the number of
+/// rows it completed (`division_by_zero`, SQLSTATE 22012, is then this statement's only error
+/// besides the connection's). A subquery, so no plan folds it into a constant error.
+const COMPLETE_OR_FAIL: &str = concat!(
+    "WITH done AS (",
+    pg::complete!(),
+    " RETURNING 1)
+     SELECT 1 / (SELECT count(*)::int FROM done) AS completed"
+);
+
+/// The in-transaction strategy's completed record, without `ON CONFLICT`: a record that did not
+/// go through the gate fails it with a unique violation on the primary key.
+const INSERT_COMPLETED_OR_FAIL: &str = pg::insert_completed!();
+
+/// The primary key of the record table, which [`INSERT_COMPLETED_OR_FAIL`] violates when the key
+/// has a record after all.
+const RECORDS_PKEY: &str = "idempotency_records_pkey";
+
+const IN_RECOVERY: &str = "SELECT pg_is_in_recovery()";
+
+/// The PostgreSQL store on tokio-postgres, with deadpool-postgres pools. Handlers write through
+/// [`TxHandle::conn`](crate::TxHandle), the pooled client inside the attempt's transaction.
+///
+/// The records, their migrations and every protocol rule are those of
+/// [`PgStore`](super::PgStore); the two stores may serve one database at once.
+#[derive(Debug, Clone)]
+pub struct TokioPgStore {
+    pool: Pool,
+    claim_pool: Pool,
+    synchronous_claims: bool,
+    seen: Arc<SeenKeys>,
+}
+
+/// The business transaction handlers write through: the pooled client, inside the transaction the
+/// store began.
+///
+/// The client offers no transaction API through a shared reference (tokio-postgres's
+/// `transaction` takes `&mut`); issuing `COMMIT`, `ROLLBACK` or `SAVEPOINT` as SQL through it is
+/// not supported.
+///
+/// Dropped before its transaction ended (an attempt cancelled, a handler test that neither
+/// committed nor rolled back), its connection is closed rather than returned to the pool, so the
+/// server rolls the transaction back and no other request runs inside it.
+#[derive(Debug)]
+pub struct TokioPgTx {
+    /// Present until dropped.
+    client: Option<Object>,
+    state: TxState,
+    /// The answer to the `COMMIT` sent with the completion, once it came.
+    committed: Option<Result<(), CommitError>>,
+}
+
+/// What a [`TokioPgTx`] knows of its connection's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxState {
+    /// Inside the transaction.
+    Open,
+    /// A transaction-control statement is unanswered or failed with the connection.
+    InDoubt,
+    /// Committed or rolled back, answered: the connection is idle.
+    Ended,
+}
+
+impl TokioPgTx {
+    /// The client inside the transaction.
+    pub fn client(&self) -> &ClientWrapper {
+        self.client
+            .as_ref()
+            .expect("a TokioPgTx has its client until dropped")
+    }
+
+    /// Ends the transaction by `statement` (`COMMIT` or `ROLLBACK`).
+    async fn end(&mut self, statement: &str) -> Result<(), tokio_postgres::Error> {
+        self.state = TxState::InDoubt;
+        self.client().batch_execute(statement).await?;
+        self.state = TxState::Ended;
+        Ok(())
+    }
+
+    /// Runs `statement` (a completion) and `COMMIT` in one round trip. `Ok(false)`: the completion
+    /// completed nothing (`lost` says so of its error), its failure aborted the transaction and the
+    /// `COMMIT` ended it as a rollback. `Ok(true)`: the completion applied (or its answer was lost
+    /// with the connection, after the `COMMIT` was sent), and [`Store::commit`] tells the
+    /// transaction's outcome.
+    async fn complete_and_commit(
+        &mut self,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+        lost: fn(&tokio_postgres::error::DbError) -> bool,
+    ) -> Result<bool, StoreError> {
+        let client = self.client();
+        // Cached after a connection's first use: no round trip.
+        let prepared = client.prepare_cached(statement).await.map_err(classify)?;
+        self.state = TxState::InDoubt;
+        let client = self.client();
+        let (done, commit) = tokio::join!(
+            client.query(&prepared, params),
+            client.batch_execute("COMMIT")
+        );
+        let commit_answered = match &commit {
+            Ok(()) => true,
+            Err(e) => e.as_db_error().is_some(),
+        };
+        if commit_answered {
+            self.state = TxState::Ended;
+        }
+        match done {
+            Ok(_) => {
+                self.committed = Some(commit.map_err(|e| match e.as_db_error() {
+                    Some(_) => CommitError::Rejected(e.to_string()),
+                    None => CommitError::Unknown(e.to_string()),
+                }));
+                Ok(true)
+            }
+            Err(e) => match e.as_db_error() {
+                // The server failed the completion: the transaction was aborted, and the COMMIT
+                // (answered or not) cannot commit it.
+                Some(db) if lost(db) => Ok(false),
+                Some(_) => Err(classify(e)),
+                // The connection failed with the COMMIT already sent: it may have committed.
+                None => {
+                    self.committed = Some(Err(CommitError::Unknown(e.to_string())));
+                    Ok(true)
+                }
+            },
+        }
+    }
+}
+
+impl Drop for TokioPgTx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && self.state != TxState::Ended
+        {
+            // Out of the pool and closed (the client's connection task ends with it): the server
+            // rolls back whatever is open.
+            drop(Object::take(client));
+        }
+    }
+}
+
+/// Maps a tokio-postgres error to a [`StoreError`].
+fn classify(e: tokio_postgres::Error) -> StoreError {
+    match e.code() {
+        Some(code) => classify_sqlstate(code.code(), &e),
+        // No SQLSTATE: the connection (closed, I/O, TLS) or the driver's own decoding.
+        None if e.is_closed() || e.as_db_error().is_none() => {
+            StoreError::Unavailable(e.to_string())
+        }
+        None => StoreError::Other(e.to_string()),
+    }
+}
+
+fn pool_error(e: PoolError) -> StoreError {
+    match e {
+        PoolError::Backend(e) => classify(e),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+fn decode_error(e: tokio_postgres::Error) -> StoreError {
+    StoreError::Other(format!("decoding a record: {e}"))
+}
+
+fn record_from_row(row: &Row) -> Result<Record, StoreError> {
+    let status: Option<i16> = row.try_get("response_status").map_err(decode_error)?;
+    let response = match status {
+        Some(status) => {
+            let headers: Option<Json<Vec<(String, String)>>> =
+                row.try_get("response_headers").map_err(decode_error)?;
+            let body: Option<Vec<u8>> = row.try_get("response_body").map_err(decode_error)?;
+            Some(ResponseRow {
+                status: status.into(),
+                headers: headers.map(|h| h.0).unwrap_or_default(),
+                body: body.unwrap_or_default(),
+            })
+        }
+        None => None,
+    };
+    RecordRow {
+        state: row.try_get("state").map_err(decode_error)?,
+        fingerprint: row.try_get("fingerprint").map_err(decode_error)?,
+        fingerprint_version: row
+            .try_get::<_, Option<i16>>("fingerprint_version")
+            .map_err(decode_error)?
+            .map(i64::from),
+        claim_token: row.try_get("claim_token").map_err(decode_error)?,
+        stale: row
+            .try_get::<_, Option<bool>>("stale")
+            .map_err(decode_error)?
+            .unwrap_or(false),
+        response,
+    }
+    .into_record()
+}
+
+/// Runs `sql` (prepared once per connection) and returns its rows.
+async fn query(
+    client: &ClientWrapper,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let statement = client.prepare_cached(sql).await.map_err(classify)?;
+    client.query(&statement, params).await.map_err(classify)
+}
+
+/// Runs `sql` (prepared once per connection) and returns how many rows it changed.
+async fn execute(
+    client: &ClientWrapper,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, StoreError> {
+    let statement = client.prepare_cached(sql).await.map_err(classify)?;
+    client.execute(&statement, params).await.map_err(classify)
+}
+
+/// The claim's statements on one client.
+struct TokioClaim<'c> {
+    client: &'c ClientWrapper,
+    synchronous: bool,
+    hash: [u8; 32],
+}
+
+#[async_trait]
+impl ClaimStatements for TokioClaim<'_> {
+    async fn insert_or_read(
+        &mut self,
+        request: &ClaimRequest<'_>,
+    ) -> Result<ClaimStep, StoreError> {
+        let scope = request.scope;
+        let rows = query(
+            self.client,
+            pg::CLAIM,
+            &[
+                &&self.hash[..],
+                &scope.owner,
+                &scope.operation,
+                &scope.resource_scope,
+                &scope.key.as_str(),
+                &request.fingerprint.as_str(),
+                &request.fingerprint_version,
+                &pg::secs(request.stale_after),
+                &request.token.0,
+                &request.retention.map(pg::secs),
+                &request.holder.map(|h| h.0),
+                &self.synchronous,
+            ],
+        )
+        .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::Other("the claim returned no row".into()))?;
+        let decode = |e: tokio_postgres::Error| StoreError::Other(format!("decoding a claim: {e}"));
+        if row.try_get::<_, bool>("inserted").map_err(decode)? {
+            return Ok(ClaimStep::Inserted);
+        }
+        if row
+            .try_get::<_, Option<String>>("state")
+            .map_err(decode)?
+            .is_none()
+        {
+            return Ok(ClaimStep::Vanished);
+        }
+        record_from_row(row).map(ClaimStep::Held)
+    }
+
+    async fn take_over(
+        &mut self,
+        request: &ClaimRequest<'_>,
+        held_by: Option<ClaimToken>,
+    ) -> Result<bool, StoreError> {
+        let taken = execute(
+            self.client,
+            pg::TAKE_OVER,
+            &[
+                &&self.hash[..],
+                &request.fingerprint.as_str(),
+                &request.fingerprint_version,
+                &request.token.0,
+                &held_by.map(|t| t.0),
+                &pg::secs(request.stale_after),
+                &request.holder.map(|h| h.0),
+            ],
+        )
+        .await?;
+        Ok(taken == 1)
+    }
+}
+
+impl TokioPgStore {
+    /// A store on a pool connected to the writer. Claims share that pool unless
+    /// [`TokioPgStore::with_claim_pool`] gives them their own (see
+    /// [`PgStore::with_claim_pool`](super::PgStore::with_claim_pool) for why).
+    pub fn new(pool: Pool) -> TokioPgStore {
+        TokioPgStore {
+            claim_pool: pool.clone(),
+            pool,
+            synchronous_claims: false,
+            seen: Arc::default(),
+        }
+    }
+
+    /// A pool of at most `max_size` connections to `url` (a `postgres://` URL or a libpq
+    /// key-value string), without TLS. Connections are made when first needed; a checked-out
+    /// connection is not pinged (deadpool's fast recycling: a closed client is dropped).
+    pub fn pool(url: &str, max_size: usize) -> Result<Pool, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Other(format!("invalid PostgreSQL URL: {e}")))?;
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(max_size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| StoreError::Other(format!("building the pool: {e}")))
+    }
+
+    /// Uses a separate pool for claim and release statements (as
+    /// [`PgStore::with_claim_pool`](super::PgStore::with_claim_pool)).
+    pub fn with_claim_pool(mut self, claim_pool: Pool) -> TokioPgStore {
+        self.claim_pool = claim_pool;
+        self
+    }
+
+    /// Whether claims wait for their own WAL flush (as
+    /// [`PgStore::with_synchronous_claims`](super::PgStore::with_synchronous_claims)).
+    pub fn with_synchronous_claims(mut self, synchronous: bool) -> TokioPgStore {
+        self.synchronous_claims = synchronous;
+        self
+    }
+
+    /// The business pool.
+    pub fn pool_ref(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn get(pool: &Pool) -> Result<Object, StoreError> {
+        pool.get().await.map_err(pool_error)
+    }
+
+    /// A connection taken for a transaction: in doubt until its `BEGIN` is answered.
+    fn beginning(client: Object) -> TokioPgTx {
+        TokioPgTx {
+            client: Some(client),
+            state: TxState::InDoubt,
+            committed: None,
+        }
+    }
+}
+
+#[async_trait]
+impl Store for TokioPgStore {
+    type Tx = TokioPgTx;
+
+    async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
+        let hash = request.scope.hash();
+        let client = Self::get(&self.claim_pool).await?;
+        let mut statements = TokioClaim {
+            client: &client,
+            synchronous: self.synchronous_claims,
+            hash,
+        };
+        let outcome = rules::claim(&mut statements, request).await?;
+        if let ClaimOutcome::Existing(record) = &outcome
+            && record.state != RecordState::Claimed
+        {
+            self.seen.insert(hash);
+        }
+        Ok(outcome)
+    }
+
+    /// As `PgStore`'s look: a key this store saw with a record is read first, in one round trip.
+    async fn look(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        let hash = scope.hash();
+        if !self.seen.contains(&hash) {
+            return Ok(None);
+        }
+        let pool = if self.pool.status().available > 0 {
+            &self.pool
+        } else {
+            &self.claim_pool
+        };
+        let client = Self::get(pool).await?;
+        let rows = query(&client, pg::LOOK, &[&&hash[..], &pg::secs(stale_after)]).await?;
+        match rows.first().map(record_from_row).transpose()? {
+            Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
+            Some(_) => Ok(None),
+            None => {
+                self.seen.remove(&hash);
+                Ok(None)
+            }
+        }
+    }
+
+    async fn begin(&self) -> Result<TokioPgTx, StoreError> {
+        let mut tx = Self::beginning(Self::get(&self.pool).await?);
+        tx.client().batch_execute("BEGIN").await.map_err(classify)?;
+        tx.state = TxState::Open;
+        Ok(tx)
+    }
+
+    async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<TokioPgTx>, StoreError> {
+        let hash = request.scope.hash();
+        let mut tx = Self::beginning(Self::get(&self.pool).await?);
+        // `BEGIN` and the gate in one round trip (literals the runtime computed).
+        let failure = match tx
+            .client()
+            .batch_execute(&pg::gated_begin(&hash, Pooler::Direct))
+            .await
+        {
+            Ok(()) => {
+                tx.state = TxState::Open;
+                return Ok(Gate::Open(tx));
+            }
+            Err(e) => e,
+        };
+        let code = failure.code().map(|c| c.code().to_owned());
+        match code.as_deref() {
+            Some(pg::GATE_BUSY) => {
+                tx.end("ROLLBACK").await.map_err(classify)?;
+                Ok(Gate::Busy)
+            }
+            Some(pg::GATE_RECORD) => {
+                // The rollback and the read in one round trip (the read is sent after the
+                // `ROLLBACK`, so even its first prepare runs outside the aborted transaction).
+                tx.state = TxState::InDoubt;
+                let client = tx.client();
+                let secs = pg::secs(request.stale_after);
+                let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &secs];
+                let (rolled_back, rows) = tokio::join!(
+                    client.batch_execute("ROLLBACK"),
+                    query(client, pg::SELECT_RECORD, &params)
+                );
+                rolled_back.map_err(classify)?;
+                tx.state = TxState::Ended;
+                let rows = rows?;
+                self.seen.insert(hash);
+                Ok(Gate::Existing(
+                    rows.first().map(record_from_row).transpose()?,
+                ))
+            }
+            Some(pg::READ_ONLY) => {
+                tx.end("ROLLBACK").await.map_err(classify)?;
+                Err(classify(failure))
+            }
+            // Unknown state: `tx` stays in doubt and closes its connection.
+            _ => Err(classify(failure)),
+        }
+    }
+
+    async fn insert_completed(
+        &self,
+        tx: &mut TokioPgTx,
+        request: &ClaimRequest<'_>,
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let scope = request.scope;
+        let hash = scope.hash();
+        let status = pg::stored_status(response)?;
+        let headers = Json(&response.headers);
+        let retention = request.retention.map(pg::secs);
+        let done = tx
+            .complete_and_commit(
+                INSERT_COMPLETED_OR_FAIL,
+                &[
+                    &&hash[..],
+                    &scope.owner,
+                    &scope.operation,
+                    &scope.resource_scope,
+                    &scope.key.as_str(),
+                    &request.fingerprint.as_str(),
+                    &request.fingerprint_version,
+                    &request.token.0,
+                    &status,
+                    &headers,
+                    &response.body,
+                    &resource_ref,
+                    &retention,
+                ],
+                |db| {
+                    *db.code() == SqlState::UNIQUE_VIOLATION
+                        && db.constraint() == Some(RECORDS_PKEY)
+                },
+            )
+            .await?;
+        // A retry of this key looks before the gate (a hint either way).
+        self.seen.insert(hash);
+        Ok(done)
+    }
+
+    async fn complete(
+        &self,
+        tx: &mut TokioPgTx,
+        scope: &Scope,
+        token: ClaimToken,
+        response: &StoredResponse,
+        resource_ref: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let hash = scope.hash();
+        self.seen.insert(hash);
+        let status = pg::stored_status(response)?;
+        let headers = Json(&response.headers);
+        tx.complete_and_commit(
+            COMPLETE_OR_FAIL,
+            &[
+                &&hash[..],
+                &token.0,
+                &status,
+                &headers,
+                &response.body,
+                &resource_ref,
+            ],
+            |db| *db.code() == SqlState::DIVISION_BY_ZERO,
+        )
+        .await
+    }
+
+    /// Commits `tx`, or, after [`Store::complete`] or [`Store::insert_completed`] sent the
+    /// `COMMIT` with the completion, reports that `COMMIT`'s answer.
+    async fn commit(&self, mut tx: TokioPgTx) -> Result<(), CommitError> {
+        if let Some(committed) = tx.committed.take() {
+            return committed;
+        }
+        tx.end("COMMIT").await.map_err(|e| match e.as_db_error() {
+            Some(_) => CommitError::Rejected(e.to_string()),
+            None => CommitError::Unknown(e.to_string()),
+        })
+    }
+
+    async fn rollback(&self, mut tx: TokioPgTx) -> Result<(), StoreError> {
+        match tx.state {
+            TxState::Open => tx.end("ROLLBACK").await.map_err(classify),
+            // Ended with the completion (a failed completion's COMMIT is a rollback), or in doubt:
+            // dropped, a connection in doubt is closed, which ends whatever is open.
+            TxState::Ended | TxState::InDoubt => Ok(()),
+        }
+    }
+
+    async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError> {
+        let hash = scope.hash();
+        let client = Self::get(&self.claim_pool).await?;
+        execute(&client, pg::RELEASE, &[&&hash[..], &token.0]).await?;
+        Ok(())
+    }
+
+    async fn read(
+        &self,
+        scope: &Scope,
+        stale_after: Duration,
+    ) -> Result<Option<Record>, StoreError> {
+        let client = Self::get(&self.pool).await?;
+        let hash = scope.hash();
+        let secs = pg::secs(stale_after);
+        let recovery = client.prepare_cached(IN_RECOVERY).await.map_err(classify)?;
+        let select = client
+            .prepare_cached(pg::SELECT_RECORD)
+            .await
+            .map_err(classify)?;
+        let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &secs];
+        // The recovery check and the read in one round trip. Reads decide outcomes: never from a
+        // server in recovery, whose records may lag the writer's.
+        let (in_recovery, rows) = tokio::join!(
+            client.query_one(&recovery, &[]),
+            client.query(&select, &params)
+        );
+        let in_recovery: bool = in_recovery.map_err(classify)?.get(0);
+        if in_recovery {
+            return Err(StoreError::Unavailable(
+                "the store's server is in recovery (a standby), not the writer".into(),
+            ));
+        }
+        rows.map_err(classify)?
+            .first()
+            .map(record_from_row)
+            .transpose()
+    }
+
+    async fn tombstone_resource(
+        &self,
+        tx: &mut TokioPgTx,
+        owner: &str,
+        operation: &str,
+        resource_ref: &str,
+    ) -> Result<u64, StoreError> {
+        execute(
+            tx.client(),
+            pg::TOMBSTONE,
+            &[&owner, &operation, &resource_ref],
+        )
+        .await
+    }
+
+    async fn renew_lease(
+        &self,
+        holder: HolderId,
+        expires_after: Duration,
+    ) -> Result<bool, StoreError> {
+        let client = Self::get(&self.claim_pool).await?;
+        execute(
+            &client,
+            pg::RENEW_LEASE,
+            &[&holder.0, &pg::secs(expires_after)],
+        )
+        .await?;
+        Ok(true)
+    }
+
+    async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
+        let client = Self::get(&self.claim_pool).await?;
+        execute(&client, pg::END_LEASE, &[&holder.0]).await?;
+        Ok(())
+    }
+
+    async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
+        let client = Self::get(&self.pool).await?;
+        execute(&client, pg::PURGE_EXPIRED, &[&batch_size]).await
+    }
+}
