@@ -20,7 +20,7 @@ async fn storm(strategy: Strategy) {
     storm_on(pg_env(storm_config(strategy)).await).await;
 }
 
-async fn storm_on(env: Env<idemgen_runtime::PgStore>) {
+async fn storm_on<S: idemgen_runtime::Store>(env: Env<S>) {
     let req = request(scope("alice", "storm"), json!({"name": "w"}), 1);
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(64));
     let mut tasks = Vec::new();
@@ -77,6 +77,16 @@ async fn sixty_four_attempts_one_key_separate_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_attempts_one_key_in_transaction() {
     storm(Strategy::InTransaction).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim_on_tokio_postgres() {
+    storm_on(tokio_pg_env(storm_config(Strategy::SeparateClaim)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_in_transaction_on_tokio_postgres() {
+    storm_on(tokio_pg_env(storm_config(Strategy::InTransaction)).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

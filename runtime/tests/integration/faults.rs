@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, ProblemKind, Strategy};
+use idemgen_runtime::engine::{Disposition, ExecuteError, HandlerFuture};
+use idemgen_runtime::{
+    Executor, ExecutorConfig, PgStore, ProblemKind, Store, Strategy, TokioPgStore, TxHandle,
+};
 use idemgen_testdb::proxy::{CommitFault, FaultProxy};
 use serde_json::json;
 use sqlx::postgres::{PgPoolOptions, PgSslMode};
@@ -39,34 +41,73 @@ fn fault_for(i: usize) -> Option<CommitFault> {
     }
 }
 
-async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
-    const ATTEMPTS: usize = 100;
+/// Which PostgreSQL store a fault run drives.
+#[derive(Debug, Clone, Copy)]
+enum Driver {
+    Sqlx,
+    TokioPostgres,
+}
+
+const ATTEMPTS: usize = 100;
+
+async fn lost_commit_acknowledgements(strategy: Strategy, driver: Driver) -> LostCommitCounts {
     let (db, direct) = fresh_pg(4).await;
     let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
+    let config = ExecutorConfig {
+        strategy,
+        // A claim left by a lost commit is taken over quickly by the retry.
+        stale_claim: Duration::from_millis(200),
+        in_flight_wait: Duration::from_secs(2),
+        ..ExecutorConfig::default()
+    };
     // Every statement of the runtime (claims, business transactions, the read-back after a lost
     // acknowledgement) goes through the proxy; faults hit only the armed COMMIT.
-    let proxied = PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(
-            db.options
-                .clone()
-                .port(proxy.port())
-                .ssl_mode(PgSslMode::Disable),
-        )
-        .await
-        .expect("pool through the proxy");
-    let exec = Executor::new(
-        PgStore::new(proxied),
-        ExecutorConfig {
-            strategy,
-            // A claim left by a lost commit is taken over quickly by the retry.
-            stale_claim: Duration::from_millis(200),
-            in_flight_wait: Duration::from_secs(2),
-            ..ExecutorConfig::default()
-        },
-    );
+    match driver {
+        Driver::Sqlx => {
+            let proxied = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(
+                    db.options
+                        .clone()
+                        .port(proxy.port())
+                        .ssl_mode(PgSslMode::Disable),
+                )
+                .await
+                .expect("pool through the proxy");
+            let exec = Executor::new(PgStore::new(proxied), config);
+            lost_commit_run(&exec, &proxy, &direct, pg_id_writer, strategy).await
+        }
+        Driver::TokioPostgres => {
+            // The store sends the completion and COMMIT together: the proxy loses COMMIT's
+            // answer (and, cutting, whatever of the completion's had not yet come back).
+            let url = format!(
+                "postgres://{}@127.0.0.1:{}/{}?sslmode=disable",
+                db.options.get_username(),
+                proxy.port(),
+                db.name
+            );
+            let pool = TokioPgStore::pool(&url, 4).expect("pool through the proxy");
+            let exec = Executor::new(TokioPgStore::new(pool), config);
+            lost_commit_run(&exec, &proxy, &direct, tokio_pg_id_writer, strategy).await
+        }
+    }
+}
+
+async fn lost_commit_run<S, H>(
+    exec: &Executor<S>,
+    proxy: &FaultProxy,
+    direct: &sqlx::PgPool,
+    writer: fn(String) -> H,
+    strategy: Strategy,
+) -> LostCommitCounts
+where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
     let mut counts = LostCommitCounts::default();
     for i in 0..ATTEMPTS {
         let label = format!("lost-{i}");
@@ -77,7 +118,7 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
             proxy.arm(fault);
             counts.faults += 1;
         }
-        let result = exec.execute(req.clone(), pg_id_writer(label.clone())).await;
+        let result = exec.execute(req.clone(), writer(label.clone())).await;
         counts.attempts += 1;
         assert_eq!(proxy.disarm(), None, "attempt {i}: the armed fault fired");
         assert_eq!(
@@ -85,7 +126,7 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
             u64::from(fault.is_some()),
             "attempt {i}: one cut per armed fault"
         );
-        let ids = pg_write_ids(&direct, &label).await;
+        let ids = pg_write_ids(direct, &label).await;
         assert!(ids.len() <= 1, "attempt {i}: duplicate writes {ids:?}");
         match result {
             Ok(outcome) => {
@@ -131,7 +172,7 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
         let retry = loop {
             retries += 1;
             assert!(retries <= 20, "attempt {i}: the retry never converged");
-            match exec.execute(req.clone(), pg_id_writer(label.clone())).await {
+            match exec.execute(req.clone(), writer(label.clone())).await {
                 Ok(outcome) => break outcome,
                 Err(ExecuteError::Problem(p))
                     if matches!(
@@ -144,7 +185,7 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
                 Err(other) => panic!("attempt {i}: retry failed: {other:?}"),
             }
         };
-        let ids = pg_write_ids(&direct, &label).await;
+        let ids = pg_write_ids(direct, &label).await;
         assert_eq!(ids.len(), 1, "attempt {i}: converged to exactly one write");
         assert_eq!(retry.response.body, format!("write {}", ids[0]));
         match retry.disposition {
@@ -152,14 +193,14 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
             Disposition::Executed | Disposition::TakenOver => counts.retries_executed += 1,
             Disposition::NotStored => panic!("attempt {i}: 201 not stored"),
         }
-        let (state, body) = pg_record(&direct, &req.scope).await.expect("a record");
+        let (state, body) = pg_record(direct, &req.scope).await.expect("a record");
         assert_eq!(state, "completed");
         assert_eq!(body, Some(format!("write {}", ids[0]).into_bytes()));
     }
-    counts.duplicates = pg_duplicates(&direct).await.len();
+    counts.duplicates = pg_duplicates(direct).await.len();
     assert_eq!(counts.duplicates, 0);
     let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
-        .fetch_one(&direct)
+        .fetch_one(direct)
         .await
         .unwrap();
     assert_eq!(writes as usize, ATTEMPTS, "one write per key, every key");
@@ -173,14 +214,26 @@ async fn lost_commit_acknowledgements(strategy: Strategy) -> LostCommitCounts {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_commit_acknowledgement_separate_claim() {
-    let counts = lost_commit_acknowledgements(Strategy::SeparateClaim).await;
+    let counts = lost_commit_acknowledgements(Strategy::SeparateClaim, Driver::Sqlx).await;
     // The dropped COMMITs left their claim behind: the retry took it over and executed.
     assert!(counts.retries_executed >= 20);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_commit_acknowledgement_separate_claim_on_tokio_postgres() {
+    let counts = lost_commit_acknowledgements(Strategy::SeparateClaim, Driver::TokioPostgres).await;
+    assert!(counts.retries_executed >= 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_commit_acknowledgement_in_transaction_on_tokio_postgres() {
+    let counts = lost_commit_acknowledgements(Strategy::InTransaction, Driver::TokioPostgres).await;
+    assert!(counts.retries_executed >= 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_commit_acknowledgement_in_transaction() {
-    let counts = lost_commit_acknowledgements(Strategy::InTransaction).await;
+    let counts = lost_commit_acknowledgements(Strategy::InTransaction, Driver::Sqlx).await;
     assert!(counts.retries_executed >= 20);
 }
 

@@ -96,3 +96,7 @@ mod chain;
 /// The connections the PostgreSQL store keeps between its own statements: back in the pool within
 /// the window, never kept from a waiter, after a cut statement or past `Pool::close`.
 mod warm;
+
+/// The tokio-postgres store's round trips, counted by the delay proxy: the completion travels
+/// with `COMMIT`.
+mod pipelining;

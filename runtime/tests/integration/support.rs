@@ -89,8 +89,12 @@ impl Business<TokioPgStore> for TokioPgBusiness {
     ) -> HandlerFuture<'a, (), String> {
         Box::pin(async move {
             let client = tx.conn().await.map_err(|e| e.to_string())?;
+            let insert = client
+                .prepare_cached("INSERT INTO business_writes (label) VALUES ($1)")
+                .await
+                .map_err(|e| e.to_string())?;
             client
-                .execute("INSERT INTO business_writes (label) VALUES ($1)", &[&label])
+                .execute(&insert, &[&label])
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
@@ -425,6 +429,35 @@ pub fn pg_slow_id_writer(
                     .await
                     .map_err(|e| e.to_string())?;
             tokio::time::sleep(delay).await;
+            Ok(TestResponse {
+                status: 201,
+                body: format!("write {id}"),
+                headers: vec![],
+            })
+        })
+    }
+}
+
+/// [`pg_id_writer`] on the tokio-postgres store.
+pub fn tokio_pg_id_writer(
+    label: String,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<TokioPgStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    move |tx: &mut TxHandle<TokioPgStore>| {
+        Box::pin(async move {
+            let client = tx.conn().await.map_err(|e| e.to_string())?;
+            // Prepared once per connection: a `&str` would be prepared on every call, a round
+            // trip of its own.
+            let insert = client
+                .prepare_cached("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
+                .await
+                .map_err(|e| e.to_string())?;
+            let row = client
+                .query_one(&insert, &[&label])
+                .await
+                .map_err(|e| e.to_string())?;
+            let id: i64 = row.get(0);
             Ok(TestResponse {
                 status: 201,
                 body: format!("write {id}"),

@@ -1,0 +1,138 @@
+//! What pipelining saves, counted where it happens: every connection of the store goes through
+//! the delay proxy (no delay), which counts the round trips (server answers after the client
+//! spoke) of each request on a warm connection. The sqlx store, through the same proxy, is the
+//! baseline.
+
+use std::time::Duration;
+
+use idemgen_runtime::engine::Disposition;
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Store, Strategy, TokioPgStore};
+use idemgen_testdb::DelayProxy;
+use serde_json::json;
+use sqlx::postgres::{PgPoolOptions, PgSslMode};
+
+use crate::support::*;
+
+/// Round trips of a fresh create and of its replay, each the second of its kind on the
+/// connection (the first prepared the statements).
+#[derive(Debug, PartialEq, Eq)]
+struct Trips {
+    create: u64,
+    replay: u64,
+}
+
+fn one_connection_config(strategy: Strategy) -> ExecutorConfig {
+    ExecutorConfig {
+        strategy,
+        // No lease: its renewals would share the counted connection.
+        lease_expiry: None,
+        ..ExecutorConfig::default()
+    }
+}
+
+async fn count<S: Store, H>(
+    exec: &Executor<S>,
+    proxy: &DelayProxy,
+    owner: &str,
+    writer: fn(String) -> H,
+) -> Trips
+where
+    H: for<'a> FnOnce(
+            &'a mut idemgen_runtime::TxHandle<S>,
+        ) -> idemgen_runtime::engine::HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    let mut trips = Vec::new();
+    for key in ["warm", "counted"] {
+        let req = request(scope(owner, key), json!({"k": key}), 1);
+        let before = proxy.counters().round_trips();
+        let created = exec
+            .execute(req.clone(), writer(format!("{owner}-{key}")))
+            .await
+            .unwrap();
+        assert_eq!(created.disposition, Disposition::Executed);
+        let between = proxy.counters().round_trips();
+        let replayed = exec
+            .execute(req, writer(format!("{owner}-{key}")))
+            .await
+            .unwrap();
+        assert_eq!(replayed.disposition, Disposition::Replayed);
+        assert_eq!(replayed.response.body, created.response.body);
+        let after = proxy.counters().round_trips();
+        trips.push(Trips {
+            create: between - before,
+            replay: after - between,
+        });
+    }
+    trips.pop().unwrap()
+}
+
+async fn round_trips(strategy: Strategy) -> (Trips, Trips) {
+    let (db, direct) = fresh_pg(2).await;
+    let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
+    let proxy = DelayProxy::start(
+        (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+        upstream,
+        Duration::ZERO,
+    )
+    .expect("delay proxy");
+    let port = proxy.addr().port();
+    let sqlx_pool = PgPoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(db.options.clone().port(port).ssl_mode(PgSslMode::Disable))
+        .await
+        .expect("sqlx pool through the proxy");
+    let sqlx = Executor::new(PgStore::new(sqlx_pool), one_connection_config(strategy));
+    let sqlx_trips = count(&sqlx, &proxy, "sqlx", pg_id_writer).await;
+    let url = format!(
+        "postgres://{}@127.0.0.1:{port}/{}?sslmode=disable",
+        db.options.get_username(),
+        db.name
+    );
+    let pool = TokioPgStore::pool(&url, 1).expect("tokio-postgres pool through the proxy");
+    let tokio = Executor::new(TokioPgStore::new(pool), one_connection_config(strategy));
+    let tokio_trips = count(&tokio, &proxy, "tokio", tokio_pg_id_writer).await;
+    assert!(pg_duplicates(&direct).await.is_empty());
+    (sqlx_trips, tokio_trips)
+}
+
+/// In-transaction: the gate with `BEGIN`, the handler's insert, the completed record with
+/// `COMMIT`: three, where the sqlx store sends the record and `COMMIT` apart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_transaction_create_makes_three_round_trips_and_its_replay_one() {
+    let (sqlx, tokio) = round_trips(Strategy::InTransaction).await;
+    eprintln!("in-transaction round trips: sqlx {sqlx:?}, tokio-postgres {tokio:?}");
+    assert_eq!(
+        tokio,
+        Trips {
+            create: 3,
+            replay: 1
+        }
+    );
+    assert_eq!(
+        sqlx.create,
+        tokio.create + 1,
+        "the completion's own round trip"
+    );
+}
+
+/// Separate claim: the claim, `BEGIN`, the handler's insert, the completion with `COMMIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_claim_create_makes_four_round_trips_and_its_replay_one() {
+    let (sqlx, tokio) = round_trips(Strategy::SeparateClaim).await;
+    eprintln!("separate-claim round trips: sqlx {sqlx:?}, tokio-postgres {tokio:?}");
+    assert_eq!(
+        tokio,
+        Trips {
+            create: 4,
+            replay: 1
+        }
+    );
+    assert_eq!(
+        sqlx.create,
+        tokio.create + 1,
+        "the completion's own round trip"
+    );
+}
