@@ -12,7 +12,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{ClaimToken, Gate};
-use idemgen_runtime::{PgStore, Store, TxHandle};
+use idemgen_runtime::{PgStore, Store, TokioPgStore, TxHandle};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool};
@@ -217,4 +217,131 @@ async fn a_cancelled_gated_begin_frees_the_keys_gate() {
         }
         autocommit_is_visible(&pool, &mut observer, 20_000 + n).await;
     }
+}
+
+/// The tokio-postgres store: a `BEGIN`, gated `BEGIN` or completion (sent with its `COMMIT`)
+/// whose future is dropped after its first poll closes its connection instead of pooling it. No
+/// backend is left inside a transaction, the key's gate opens for the next attempt, the next
+/// request's statements run outside anyone's transaction, and a completion cancelled with its
+/// `COMMIT` in flight committed the attempt's write and record together or neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_cancelled_begins_and_completions_leave_no_transaction_open() {
+    let (db, pool) = fresh_pg(2).await;
+    let mut observer = db.connect().await.unwrap();
+    sqlx::query("CREATE TABLE cancel_probe (n int NOT NULL)")
+        .execute(&mut observer)
+        .await
+        .unwrap();
+    let url = db.url.split('?').next().unwrap().to_owned();
+    let store = TokioPgStore::new(TokioPgStore::pool(&url, 1).unwrap());
+    let response = idemgen_runtime::engine::StoredResponse {
+        status: 201,
+        headers: vec![],
+        body: b"made".to_vec(),
+    };
+    let (mut committed, mut rolled_back) = (0, 0);
+    for n in 0..20 {
+        let req = request(
+            scope("alice", &format!("tokio-cancel-{n}")),
+            json!({"n": n}),
+            1,
+        );
+        // A gated BEGIN and a plain BEGIN, each cancelled after its first poll.
+        if let Some(gate) =
+            poll_once_then_drop(store.begin_gated(&claim_of(&req, ClaimToken::generate()))).await
+        {
+            drop(gate.unwrap());
+        }
+        if let Some(tx) = poll_once_then_drop(store.begin()).await {
+            drop(tx.unwrap());
+        }
+        // A completion on this connection first, so that the cancelled one's statement is
+        // prepared and its first poll sends it with its COMMIT.
+        let warm_req = request(
+            scope("carol", &format!("tokio-warm-{n}")),
+            json!({"n": n}),
+            1,
+        );
+        let warm_token = ClaimToken::generate();
+        store.claim(&claim_of(&warm_req, warm_token)).await.unwrap();
+        let mut warm_tx = store.begin().await.unwrap();
+        assert!(
+            store
+                .complete(&mut warm_tx, &warm_req.scope, warm_token, &response, None)
+                .await
+                .unwrap()
+        );
+        store.commit(warm_tx).await.unwrap();
+        // A completion cancelled with its COMMIT sent: the claim, the write, then the drop.
+        let token = ClaimToken::generate();
+        let claim = claim_of(&req, token);
+        assert!(matches!(
+            store.claim(&claim).await.unwrap(),
+            idemgen_runtime::engine::ClaimOutcome::Claimed { .. }
+        ));
+        let mut tx = store.begin().await.unwrap();
+        let label = format!("tokio-cancel-{n}");
+        tx.client()
+            .execute("INSERT INTO business_writes (label) VALUES ($1)", &[&label])
+            .await
+            .unwrap();
+        if let Some(done) =
+            poll_once_then_drop(store.complete(&mut tx, &req.scope, token, &response, None)).await
+        {
+            done.unwrap();
+        }
+        drop(tx);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let locks = loop {
+            let locks: i64 = sqlx::query_scalar(ADVISORY_LOCKS_HERE)
+                .fetch_one(&mut observer)
+                .await
+                .unwrap();
+            if locks == 0 || Instant::now() >= deadline {
+                break locks;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(locks, 0, "round {n}: a cancelled gate still holds the key");
+        assert_eq!(idle_in_transaction(&mut observer).await, 0, "round {n}");
+        // Write and record together, or neither.
+        let writes = pg_write_ids(&pool, &label).await.len();
+        let (state, _) = pg_record(&pool, &req.scope)
+            .await
+            .expect("the claim's record");
+        match (state.as_str(), writes) {
+            ("completed", 1) => committed += 1,
+            ("claimed", 0) => rolled_back += 1,
+            other => panic!("round {n}: record and write disagree: {other:?}"),
+        }
+        // The next request: a gate that opens, and an autocommit write everyone sees.
+        let next = request(scope("bob", &format!("tokio-next-{n}")), json!({"n": n}), 1);
+        match store
+            .begin_gated(&claim_of(&next, ClaimToken::generate()))
+            .await
+            .unwrap()
+        {
+            Gate::Open(tx) => store.rollback(tx).await.unwrap(),
+            other => panic!("round {n}: the gate did not open: {other:?}"),
+        }
+        let probe = store.begin().await.unwrap();
+        probe
+            .client()
+            .execute("INSERT INTO cancel_probe (n) VALUES ($1)", &[&(30_000 + n)])
+            .await
+            .unwrap();
+        store.commit(probe).await.unwrap();
+        let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM cancel_probe WHERE n = $1")
+            .bind(30_000 + n)
+            .fetch_one(&mut observer)
+            .await
+            .unwrap();
+        assert_eq!(seen, 1, "round {n}: a committed write is not visible");
+    }
+    eprintln!("cancelled completions: {committed} committed, {rolled_back} rolled back");
+    // The completion and its COMMIT leave in the first poll: the server committed some.
+    assert!(
+        committed > 0,
+        "no cancelled completion's COMMIT reached the server"
+    );
 }
