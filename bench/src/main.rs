@@ -23,10 +23,15 @@
 //! between the measured pools and the server; the counters' own pool goes around it) and adds
 //! round trips per request, counted by the proxy.
 //!
+//! The same scenarios then run on tokio-postgres (`TokioPgStore`, the pipelining store) against
+//! floors on that driver, each named with `_tokio_postgres` after it, its ratios against its own
+//! floors (`tokio_pg.rs`). Every floor's pool pings no connection at checkout.
+//!
 //! `--sqlite` runs the same comparison on `SqliteStore` instead, against SQLite floors, with no
 //! PostgreSQL (`sqlite.rs`).
 
 mod sqlite;
+mod tokio_pg;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -260,9 +265,17 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx].as_secs_f64() * 1000.0
 }
 
+/// The pools a scenario measured, closed before its counters are read.
+enum Pools<'a> {
+    Sqlx(&'a [PgPool]),
+    Tokio(&'a idemgen_runtime::deadpool_postgres::Pool),
+}
+
 struct Bench {
     /// How the measured pools connect (through the delay proxy with `--db-delay-ms`).
     options: PgConnectOptions,
+    /// The database's URL (tokio-postgres's pools: its host and port are `options`').
+    url: String,
     admin: PgPool,
     seconds: f64,
     /// The delay proxy's counters, with `--db-delay-ms`.
@@ -274,6 +287,10 @@ impl Bench {
         Ok(PgPoolOptions::new()
             .max_connections(size as u32)
             .min_connections(size as u32)
+            // No ping per checkout: the floors' round trips are their statements' alone
+            // (BEGIN, the inserts, COMMIT), as a pipelining driver's pool (deadpool's fast
+            // recycling) pings none either.
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(self.options.clone())
             .await?)
@@ -285,7 +302,7 @@ impl Bench {
         &self,
         name: &str,
         clients: usize,
-        pools: &[PgPool],
+        pools: Pools<'_>,
         op: Op,
     ) -> anyhow::Result<ScenarioResult> {
         let before = counters(&self.admin).await?;
@@ -296,8 +313,14 @@ impl Bench {
             .as_ref()
             .zip(trips_before)
             .map(|(d, b)| (d.round_trips() - b) as f64 / requests.max(1) as f64);
-        for p in pools {
-            p.close().await;
+        match pools {
+            Pools::Sqlx(pools) => {
+                for p in pools {
+                    p.close().await;
+                }
+            }
+            // Dropping its idle clients closes their connections.
+            Pools::Tokio(pool) => pool.close(),
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let after = counters(&self.admin).await?;
@@ -344,7 +367,8 @@ impl Bench {
                 Ok(())
             })
         });
-        self.measure("plain_plus_row", clients, &[pool], op).await
+        self.measure("plain_plus_row", clients, Pools::Sqlx(&[pool]), op)
+            .await
     }
 
     async fn plain(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
@@ -359,7 +383,8 @@ impl Bench {
                 Ok(())
             })
         });
-        self.measure("plain_create", clients, &[pool], op).await
+        self.measure("plain_create", clients, Pools::Sqlx(&[pool]), op)
+            .await
     }
 
     async fn idempotent(
@@ -388,7 +413,7 @@ impl Bench {
                 Ok(())
             })
         });
-        self.measure(name, clients, &pools, op).await
+        self.measure(name, clients, Pools::Sqlx(&pools), op).await
     }
 
     async fn replay(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
@@ -407,7 +432,8 @@ impl Bench {
                 Ok(())
             })
         });
-        self.measure("replay", clients, &[pool], op).await
+        self.measure("replay", clients, Pools::Sqlx(&[pool]), op)
+            .await
     }
 
     /// Rounds of `clients` simultaneous attempts on one fresh key each.
@@ -586,6 +612,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let bench = Bench {
         options,
+        url: db.url.clone(),
         admin,
         seconds: args.seconds,
         delay,
@@ -625,6 +652,44 @@ async fn main() -> anyhow::Result<()> {
         }
         if wanted("same_key_storm") {
             group.push(bench.storm(clients).await.context("same_key_storm")?);
+        }
+        for s in &mut group {
+            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
+            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
+        }
+        scenarios.extend(group);
+        // tokio-postgres: its scenarios against its own floors.
+        let plain = bench
+            .plain_tokio(clients, false)
+            .await
+            .context("plain_create_tokio_postgres")?;
+        let plus_row = bench
+            .plain_tokio(clients, true)
+            .await
+            .context("plain_plus_row_tokio_postgres")?;
+        let (plain_rps, plus_row_rps) = (plain.throughput_rps, plus_row.throughput_rps);
+        let mut group = vec![plain, plus_row];
+        for (name, strategy) in [
+            (
+                "idempotent_create_claim_tokio_postgres",
+                Strategy::SeparateClaim,
+            ),
+            (
+                "idempotent_create_in_tx_tokio_postgres",
+                Strategy::InTransaction,
+            ),
+        ] {
+            if wanted(name) {
+                group.push(
+                    bench
+                        .idempotent_tokio(name, clients, strategy)
+                        .await
+                        .context(name)?,
+                );
+            }
+        }
+        if wanted("replay_tokio_postgres") {
+            group.push(bench.replay_tokio(clients).await.context("replay")?);
         }
         for s in &mut group {
             s.ratio_to_plain = Some(s.throughput_rps / plain_rps);

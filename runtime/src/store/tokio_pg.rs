@@ -342,6 +342,11 @@ impl TokioPgStore {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| StoreError::Other(format!("invalid PostgreSQL URL: {e}")))?;
+        Self::pool_with(config, max_size)
+    }
+
+    /// [`TokioPgStore::pool`] from a tokio-postgres configuration.
+    pub fn pool_with(config: tokio_postgres::Config, max_size: usize) -> Result<Pool, StoreError> {
         let manager = deadpool_postgres::Manager::from_config(
             config,
             tokio_postgres::NoTls,

@@ -1,0 +1,138 @@
+//! The same comparison on tokio-postgres: `TokioPgStore` against floors written on the same
+//! driver (deadpool-postgres's pool, statements prepared once per connection), each scenario
+//! named as on sqlx with `_tokio_postgres` after it. The floors are what a handler on this
+//! driver writes without idemgen: `BEGIN`, the inserts and `COMMIT`, each awaited.
+
+use std::sync::Arc;
+
+use idemgen_runtime::deadpool_postgres::Pool;
+use idemgen_runtime::engine::{ExecuteError, HandlerFuture};
+use idemgen_runtime::{Executor, ExecutorConfig, Strategy, TokioPgStore, TxHandle};
+
+use crate::{Bench, Created, Op, Pools, ScenarioResult, request};
+
+const INSERT_THING: &str = "INSERT INTO things (id, owner, name) VALUES ($1, $2, 'bench')";
+
+impl Bench {
+    fn tokio_pool(&self, size: usize) -> anyhow::Result<Pool> {
+        let mut config = tokio_postgres_config(&self.url)?;
+        config
+            .host(self.options.get_host())
+            .port(self.options.get_port());
+        TokioPgStore::pool_with(config, size).map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The plain create on tokio-postgres: `BEGIN`, the insert, `COMMIT`.
+    pub(crate) async fn plain_tokio(
+        &self,
+        clients: usize,
+        plus_row: bool,
+    ) -> anyhow::Result<ScenarioResult> {
+        let pool = self.tokio_pool(clients)?;
+        let p = pool.clone();
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let op: Op = Arc::new(move |c, n| {
+            let (p, key) = (p.clone(), format!("{run}-{n}"));
+            Box::pin(async move {
+                let owner = format!("owner-{c}");
+                let mut client = p.get().await?;
+                let tx = client.transaction().await?;
+                let insert = tx.prepare_cached(INSERT_THING).await?;
+                tx.execute(&insert, &[&uuid::Uuid::new_v4(), &owner])
+                    .await?;
+                if plus_row {
+                    let key_row = tx
+                        .prepare_cached("INSERT INTO plain_keys (owner, key) VALUES ($1, $2)")
+                        .await?;
+                    tx.execute(&key_row, &[&owner, &key]).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+        });
+        let name = if plus_row {
+            "plain_plus_row_tokio_postgres"
+        } else {
+            "plain_create_tokio_postgres"
+        };
+        self.measure(name, clients, Pools::Tokio(&pool), op).await
+    }
+
+    pub(crate) async fn idempotent_tokio(
+        &self,
+        name: &str,
+        clients: usize,
+        strategy: Strategy,
+    ) -> anyhow::Result<ScenarioResult> {
+        let pool = self.tokio_pool(clients)?;
+        let exec = Executor::new(
+            TokioPgStore::new(pool.clone()),
+            ExecutorConfig {
+                strategy,
+                ..ExecutorConfig::default()
+            },
+        );
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let op: Op = Arc::new(move |c, n| {
+            let (exec, key) = (exec.clone(), format!("{run}-{n}"));
+            Box::pin(async move {
+                let replayed = create(&exec, &format!("owner-{c}"), &key).await?;
+                anyhow::ensure!(!replayed, "a fresh key replayed");
+                Ok(())
+            })
+        });
+        self.measure(name, clients, Pools::Tokio(&pool), op).await
+    }
+
+    pub(crate) async fn replay_tokio(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.tokio_pool(clients)?;
+        let exec = Executor::new(TokioPgStore::new(pool.clone()), ExecutorConfig::default());
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        const KEYS: u64 = 500;
+        for k in 0..KEYS {
+            create(&exec, "replayer", &format!("{run}-{k}")).await?;
+        }
+        let op: Op = Arc::new(move |_, n| {
+            let (exec, key) = (exec.clone(), format!("{run}-{}", n % KEYS));
+            Box::pin(async move {
+                let replayed = create(&exec, "replayer", &key).await?;
+                anyhow::ensure!(replayed, "a completed key executed again");
+                Ok(())
+            })
+        });
+        self.measure("replay_tokio_postgres", clients, Pools::Tokio(&pool), op)
+            .await
+    }
+}
+
+/// The bench database's URL as tokio-postgres reads it (without sqlx's own parameters).
+fn tokio_postgres_config(url: &str) -> anyhow::Result<idemgen_runtime::tokio_postgres::Config> {
+    let base = url.split('?').next().unwrap_or(url);
+    let mut config: idemgen_runtime::tokio_postgres::Config = base.parse()?;
+    config.ssl_mode(idemgen_runtime::tokio_postgres::config::SslMode::Disable);
+    Ok(config)
+}
+
+async fn create(exec: &Executor<TokioPgStore>, owner: &str, key: &str) -> anyhow::Result<bool> {
+    let owner_in = owner.to_owned();
+    let result = exec
+        .execute(
+            request(owner, key),
+            move |tx: &mut TxHandle<TokioPgStore>| -> HandlerFuture<'_, Created, anyhow::Error> {
+                Box::pin(async move {
+                    let id = uuid::Uuid::new_v4();
+                    let client = tx.conn().await?;
+                    let insert = client.prepare_cached(INSERT_THING).await?;
+                    client.execute(&insert, &[&id, &owner_in]).await?;
+                    tx.set_resource_ref(id.to_string());
+                    Ok(Created(id))
+                })
+            },
+        )
+        .await;
+    match result {
+        Ok(o) => Ok(o.replayed()),
+        Err(ExecuteError::Problem(p)) => anyhow::bail!("problem: {p}"),
+        Err(ExecuteError::Handler(e)) => anyhow::bail!("handler: {e}"),
+    }
+}
