@@ -274,8 +274,6 @@ enum Pools<'a> {
 struct Bench {
     /// How the measured pools connect (through the delay proxy with `--db-delay-ms`).
     options: PgConnectOptions,
-    /// The database's URL (tokio-postgres's pools: its host and port are `options`').
-    url: String,
     admin: PgPool,
     seconds: f64,
     /// The delay proxy's counters, with `--db-delay-ms`.
@@ -612,7 +610,6 @@ async fn main() -> anyhow::Result<()> {
     };
     let bench = Bench {
         options,
-        url: db.url.clone(),
         admin,
         seconds: args.seconds,
         delay,

@@ -15,10 +15,17 @@ const INSERT_THING: &str = "INSERT INTO things (id, owner, name) VALUES ($1, $2,
 
 impl Bench {
     fn tokio_pool(&self, size: usize) -> anyhow::Result<Pool> {
-        let mut config = tokio_postgres_config(&self.url)?;
+        // From the measured options (through the delay proxy with `--db-delay-ms`): a
+        // tokio-postgres configuration adds hosts and ports rather than replacing them.
+        let mut config = idemgen_runtime::tokio_postgres::Config::new();
         config
             .host(self.options.get_host())
-            .port(self.options.get_port());
+            .port(self.options.get_port())
+            .user(self.options.get_username())
+            .ssl_mode(idemgen_runtime::tokio_postgres::config::SslMode::Disable);
+        if let Some(database) = self.options.get_database() {
+            config.dbname(database);
+        }
         TokioPgStore::pool_with(config, size).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
@@ -103,14 +110,6 @@ impl Bench {
         self.measure("replay_tokio_postgres", clients, Pools::Tokio(&pool), op)
             .await
     }
-}
-
-/// The bench database's URL as tokio-postgres reads it (without sqlx's own parameters).
-fn tokio_postgres_config(url: &str) -> anyhow::Result<idemgen_runtime::tokio_postgres::Config> {
-    let base = url.split('?').next().unwrap_or(url);
-    let mut config: idemgen_runtime::tokio_postgres::Config = base.parse()?;
-    config.ssl_mode(idemgen_runtime::tokio_postgres::config::SslMode::Disable);
-    Ok(config)
 }
 
 async fn create(exec: &Executor<TokioPgStore>, owner: &str, key: &str) -> anyhow::Result<bool> {
