@@ -9,7 +9,9 @@
 //! A round trip is counted when the server answers after the client spoke: per connection, each
 //! change of direction from client → server to server → client. For a driver that waits for each
 //! answer (sqlx) that is its round trips; a pipelining driver that sends while answers still
-//! arrive is counted at least once per batch it waits for.
+//! arrive is counted at least once per batch it waits for, and exactly once when the delay is
+//! longer than the gaps between the writes of one batch (the answer to its first write reaches
+//! the proxy after its last).
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

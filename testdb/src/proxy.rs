@@ -5,9 +5,15 @@
 //! next `COMMIT` that passes through is handled as the fault says and the connection is cut, so
 //! the client sees its connection die with the commit's outcome unknown. Everything else is
 //! forwarded byte for byte, in both directions.
+//!
+//! A client may pipeline: send `COMMIT` before it has the answers to the statements ahead of it.
+//! The proxy finds the `COMMIT`'s answer by counting: every simple query, `Sync` and function call
+//! the client sends is answered by exactly one `ReadyForQuery`, and the server sends one more when
+//! the start-up completes. The `COMMIT`'s answer is what follows the `ReadyForQuery` of the last
+//! synchronisation point sent before it.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -113,14 +119,25 @@ async fn serve(client: TcpStream, upstream: SocketAddr, state: Arc<State>) -> st
     server.set_nodelay(true)?;
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let cut_on_reply = Arc::new(AtomicBool::new(false));
+    let link = Link::default();
     // Whichever direction ends first ends the connection: dropping all four halves closes both
     // sockets.
     tokio::select! {
-        _ = client_to_server(client_read, server_write, &state, &cut_on_reply) => {}
-        _ = server_to_client(server_read, client_write, &cut_on_reply) => {}
+        _ = client_to_server(client_read, server_write, &state, &link) => {}
+        _ = server_to_client(server_read, client_write, &link) => {}
     }
     Ok(())
+}
+
+/// What one connection's two directions tell each other.
+#[derive(Debug, Default)]
+struct Link {
+    /// One-byte answers the server owes to SSL/GSS encryption requests, sent before any typed
+    /// message.
+    untyped: AtomicU64,
+    /// When non-zero: cut the client once this many `ReadyForQuery` messages have been
+    /// forwarded, swallowing what follows (the armed `COMMIT`'s answer).
+    cut_after_ready: AtomicU64,
 }
 
 const SSL_REQUEST: u32 = 80_877_103;
@@ -130,7 +147,7 @@ async fn client_to_server(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     state: &State,
-    cut_on_reply: &AtomicBool,
+    link: &Link,
 ) -> std::io::Result<()> {
     // Untyped start-up messages: SSL/GSS negotiation requests, then the startup message.
     loop {
@@ -146,7 +163,11 @@ async fn client_to_server(
         if code != SSL_REQUEST && code != GSSENC_REQUEST {
             break;
         }
+        link.untyped.fetch_add(1, Ordering::SeqCst);
     }
+    // The synchronisation points forwarded so far; the server's start-up `ReadyForQuery` counts
+    // as the first answer.
+    let mut answered_by_ready = 1u64;
     // Typed messages: one type byte, a length that counts itself, the body.
     loop {
         let kind = from.read_u8().await?;
@@ -174,9 +195,13 @@ async fn client_to_server(
                 }
                 Some(CommitFault::CutAfterReply) => {
                     state.cuts.fetch_add(1, Ordering::Relaxed);
-                    cut_on_reply.store(true, Ordering::SeqCst);
+                    link.cut_after_ready
+                        .store(answered_by_ready, Ordering::SeqCst);
                 }
             }
+        }
+        if matches!(kind, b'Q' | b'S' | b'F') {
+            answered_by_ready += 1;
         }
         to.write_all(&message).await?;
     }
@@ -185,20 +210,56 @@ async fn client_to_server(
 async fn server_to_client(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-    cut_on_reply: &AtomicBool,
+    link: &Link,
 ) -> std::io::Result<()> {
+    let mut pending = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
+    let mut ready = 0u64;
+    // After an accepted encryption request the stream is opaque: forwarded as it comes.
+    let mut opaque = false;
     loop {
         let n = from.read(&mut buf).await?;
         if n == 0 {
             return Ok(());
         }
-        // The client waited for every earlier answer before sending COMMIT, so whatever arrives
-        // now is the COMMIT's answer: swallow it and cut.
-        if cut_on_reply.load(Ordering::SeqCst) {
-            return Ok(());
+        if opaque {
+            to.write_all(&buf[..n]).await?;
+            continue;
         }
-        to.write_all(&buf[..n]).await?;
+        pending.extend_from_slice(&buf[..n]);
+        // Forward whole messages only, stopping at the armed COMMIT's answer.
+        let mut end = 0;
+        while end < pending.len() && link.untyped.load(Ordering::SeqCst) > 0 {
+            link.untyped.fetch_sub(1, Ordering::SeqCst);
+            opaque = pending[end] != b'N';
+            end += 1;
+        }
+        while !opaque && pending.len() - end >= 5 {
+            let len = u32::from_be_bytes([
+                pending[end + 1],
+                pending[end + 2],
+                pending[end + 3],
+                pending[end + 4],
+            ]) as usize;
+            if pending.len() - end < 1 + len {
+                break;
+            }
+            let cut = link.cut_after_ready.load(Ordering::SeqCst);
+            if cut != 0 && ready >= cut {
+                // This is the COMMIT's answer: the server has committed. Swallow it and cut.
+                to.write_all(&pending[..end]).await?;
+                return Ok(());
+            }
+            if pending[end] == b'Z' {
+                ready += 1;
+            }
+            end += 1 + len;
+        }
+        if opaque {
+            end = pending.len();
+        }
+        to.write_all(&pending[..end]).await?;
+        pending.drain(..end);
     }
 }
 

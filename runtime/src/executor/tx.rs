@@ -231,7 +231,7 @@ impl TxHandle<crate::store::TokioPgStore> {
     /// The pooled tokio-postgres client inside the attempt's transaction, which begins now if it
     /// was not yet (see the type's docs). Statements polled together share a round trip
     /// (`tokio::join!`), and `prepare_cached` prepares a statement once per connection.
-    pub async fn conn(&mut self) -> Result<&crate::deadpool_postgres::ClientWrapper, StoreError> {
+    pub async fn conn(&mut self) -> Result<&deadpool_postgres::ClientWrapper, StoreError> {
         Ok(self.tx().await?.client())
     }
 }

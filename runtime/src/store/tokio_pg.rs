@@ -167,8 +167,8 @@ impl Drop for TokioPgTx {
         if let Some(client) = self.client.take()
             && self.state != TxState::Ended
         {
-            // Out of the pool and closed (the client's connection task ends with it): the server
-            // rolls back whatever is open.
+            // Out of the pool and closed (deadpool aborts the connection's task with it, so what
+            // the task had not written yet is never sent): the server rolls back whatever is open.
             drop(Object::take(client));
         }
     }

@@ -15,7 +15,9 @@ mod pooler;
 mod warm;
 mod writer;
 
-pub(crate) use error::{classify, classify_ref, classify_sqlstate};
+#[cfg(feature = "tokio-postgres")]
+pub(in crate::store) use error::classify_sqlstate;
+pub(crate) use error::{classify, classify_ref};
 pub use pooler::{Pooler, PoolerError};
 pub use writer::{WriterHosts, WriterUrlError};
 
@@ -499,6 +501,7 @@ macro_rules! complete {
       WHERE scope_hash = $1 AND state = 'claimed' AND claim_token = $2"
     };
 }
+#[cfg(feature = "tokio-postgres")]
 pub(in crate::store) use complete;
 
 /// The separate-claim completion, guarded by the claim token.
@@ -515,6 +518,7 @@ macro_rules! insert_completed {
              clock_timestamp(), clock_timestamp() + make_interval(secs => $13))"
     };
 }
+#[cfg(feature = "tokio-postgres")]
 pub(in crate::store) use insert_completed;
 
 /// The in-transaction strategy's only write to the records: the completed record, once, behind
