@@ -21,6 +21,10 @@ pub enum StoreKind {
     /// `idemgen_runtime::SqliteStore` (the runtime's `sqlite` feature); the `main.rs` opens a
     /// database file (`DATABASE_PATH`), no server.
     Sqlite,
+    /// `idemgen_runtime::TokioPgStore` (the runtime's `tokio-postgres` feature), the pipelining
+    /// PostgreSQL store; the `main.rs` migrates with sqlx and connects a deadpool-postgres pool
+    /// to `DATABASE_URL`.
+    TokioPostgres,
 }
 
 impl StoreKind {
@@ -29,6 +33,7 @@ impl StoreKind {
         match self {
             StoreKind::Postgres => "PgStore",
             StoreKind::Sqlite => "SqliteStore",
+            StoreKind::TokioPostgres => "TokioPgStore",
         }
     }
 }
@@ -131,6 +136,8 @@ struct Main<'a> {
     api_module: &'a str,
     service_module: &'a str,
     service: String,
+    /// On `TokioPgStore` instead of `PgStore`.
+    tokio: bool,
 }
 
 #[derive(Template)]
@@ -154,7 +161,8 @@ pub fn render_main(
 }
 
 /// [`render_main`] on `store`: with [`StoreKind::Sqlite`], the store opens a database file
-/// instead of connecting a pool (same authenticator, serving and shutdown).
+/// instead of connecting a pool; with [`StoreKind::TokioPostgres`], the pool is
+/// tokio-postgres's (same authenticator, serving and shutdown).
 pub fn render_main_for(
     api: &Api,
     api_module: &str,
@@ -164,11 +172,12 @@ pub fn render_main_for(
     let service = api.service_name.clone();
     let title = &api.title;
     match store {
-        StoreKind::Postgres => Main {
+        StoreKind::Postgres | StoreKind::TokioPostgres => Main {
             title,
             api_module,
             service_module,
             service,
+            tokio: store == StoreKind::TokioPostgres,
         }
         .render(),
         StoreKind::Sqlite => SqliteMain {

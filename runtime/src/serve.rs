@@ -102,21 +102,17 @@ fn classify_internal(error: &BoxError, idempotent: bool) -> Problem {
     };
     // A handler's error is opaque (`?` boxes it): a driver error is classified where every
     // store error is, and a store error of the handler's (`tx.conn()`) is taken as it is.
-    let classified;
-    let store_error = match error.downcast_ref::<sqlx::Error>() {
-        Some(e) => {
-            classified = crate::store::classify_driver(e);
-            Some(&classified)
-        }
-        None => error.downcast_ref::<StoreError>(),
-    };
+    let classified = crate::store::classify_handler_driver(&**error);
+    let store_error = classified
+        .as_ref()
+        .or_else(|| error.downcast_ref::<StoreError>());
     let problem = match store_error {
         Some(StoreError::Unavailable(_) | StoreError::LockTimeout) => Problem::new(unavailable),
         Some(StoreError::InvalidValue(_)) => Problem::new(ProblemKind::InvalidRequest)
             .with_detail("the request holds a value that cannot be stored"),
         Some(StoreError::Other(_)) | None => Problem::new(ProblemKind::Internal),
     };
-    problem.with_internal(error.to_string())
+    problem.with_internal(crate::store::describe_handler_error(&**error))
 }
 
 /// The answer to a request no route matches: 404 problem+json (axum's default is an empty body).

@@ -57,7 +57,7 @@ const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 /// server restart still finds its dead connections before using them. What is left: a
 /// connection returned within that second before the server went away is handed out unpinged and
 /// its first statement fails (503, which clients retry), once per such connection
-/// (docs/benchmarks.md, "What bought what").
+/// (docs/benchmarks.md, "The example's pools").
 pub fn pool_options() -> PgPoolOptions {
     PgPoolOptions::new()
         .test_before_acquire(false)

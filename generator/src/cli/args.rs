@@ -158,8 +158,9 @@ pub struct ScaffoldArgs {
     #[arg(long, requires = "main")]
     pub main_only: bool,
     /// Where the service keeps its transactions and idempotency records: `postgres` (PgStore, a
-    /// server at DATABASE_URL) or `sqlite` (SqliteStore, one file, no server; the runtime's
-    /// `sqlite` feature).
+    /// server at DATABASE_URL, on sqlx), `tokio-postgres` (TokioPgStore, the same server and
+    /// records on tokio-postgres, a round trip fewer per create; the runtime's `tokio-postgres`
+    /// feature) or `sqlite` (SqliteStore, one file, no server; the runtime's `sqlite` feature).
     #[arg(long, value_enum, default_value_t = ScaffoldStore::Postgres)]
     pub store: ScaffoldStore,
     /// The config file [default: idemgen.toml beside the spec, if present].
@@ -174,6 +175,7 @@ pub struct ScaffoldArgs {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ScaffoldStore {
     Postgres,
+    TokioPostgres,
     Sqlite,
 }
 

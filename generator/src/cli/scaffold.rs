@@ -33,6 +33,7 @@ pub fn run(args: &ScaffoldArgs) -> Result<(), CliError> {
     });
     let store = match args.store {
         ScaffoldStore::Postgres => scaffold::StoreKind::Postgres,
+        ScaffoldStore::TokioPostgres => scaffold::StoreKind::TokioPostgres,
         ScaffoldStore::Sqlite => scaffold::StoreKind::Sqlite,
     };
     let plan = scaffold::plan(

@@ -103,14 +103,12 @@ fn scaffold_is_the_committed_snapshot() {
     assert!(!text.contains("todo!"));
 }
 
-/// `scaffold --store sqlite --main` on the SQLite example's spec: the skeleton, the `main.rs` and
-/// the generated module it serves, compiled (and linted) as the compile crate's binary
-/// `notes_sqlite`.
-#[test]
-fn sqlite_scaffold_is_the_committed_snapshot() {
+/// `scaffold --store <store> --main` on the notes example's spec: the skeleton, the `main.rs` and
+/// the generated module it serves, compiled (and linted) as the compile crate's binary `dir`.
+fn scaffold_snapshot(store: idemgen::scaffold::StoreKind, dir: &str) -> (String, String) {
     use idemgen::scaffold::{StoreKind, render_for, render_main_for};
     let spec = Path::new("../examples/notes/openapi.yaml");
-    let dir = Path::new("tests/compile/src/bin/notes_sqlite");
+    let dir = Path::new("tests/compile/src/bin").join(dir);
     let config = Config::discover(spec, None).unwrap();
     let module = build::plan(spec, &dir.join("api"), &config)
         .unwrap()
@@ -119,18 +117,15 @@ fn sqlite_scaffold_is_the_committed_snapshot() {
     assert!(module.path.ends_with("api/mod.rs"), "{:?}", module.path);
     let loaded = idemgen::loader::load(spec).unwrap();
     let api = idemgen::ir::Api::from_spec(&loaded, "Idempotency-Key");
-    let skeleton = render_for(&api, "crate::api", StoreKind::Sqlite).unwrap();
-    let main = render_main_for(&api, "api", "service", StoreKind::Sqlite).unwrap();
-    assert!(skeleton.contains("type Store = idemgen_runtime::SqliteStore;"));
-    assert!(main.contains("SqliteStore::open(&path)"));
-    assert!(!main.contains("PgStore") && !main.contains("DATABASE_URL"));
+    let skeleton = render_for(&api, "crate::api", store).unwrap();
+    let main = render_main_for(&api, "api", "service", store).unwrap();
     // The PostgreSQL skeleton differs in its store type only.
     let postgres = render_for(&api, "crate::api", StoreKind::Postgres).unwrap();
-    assert_eq!(postgres.replace("PgStore", "SqliteStore"), skeleton);
+    assert_eq!(postgres.replace("PgStore", store.type_name()), skeleton);
     for (name, text) in [
         ("api/mod.rs", module.contents),
-        ("service.rs", skeleton),
-        ("main.rs", main),
+        ("service.rs", skeleton.clone()),
+        ("main.rs", main.clone()),
     ] {
         let path = dir.join(name);
         if bless() {
@@ -140,9 +135,32 @@ fn sqlite_scaffold_is_the_committed_snapshot() {
         assert_eq!(
             std::fs::read_to_string(&path).unwrap_or_default(),
             text,
-            "{name}: the SQLite scaffold changed; review it and rerun with IDEMGEN_BLESS=1"
+            "{name}: the {store:?} scaffold changed; review it and rerun with IDEMGEN_BLESS=1"
         );
     }
+    (skeleton, main)
+}
+
+/// `--store sqlite`: compiled as `notes_sqlite`.
+#[test]
+fn sqlite_scaffold_is_the_committed_snapshot() {
+    let (skeleton, main) = scaffold_snapshot(idemgen::scaffold::StoreKind::Sqlite, "notes_sqlite");
+    assert!(skeleton.contains("type Store = idemgen_runtime::SqliteStore;"));
+    assert!(main.contains("SqliteStore::open(&path)"));
+    assert!(!main.contains("PgStore") && !main.contains("DATABASE_URL"));
+}
+
+/// `--store tokio-postgres`: compiled as `notes_tokio_postgres`; the `main.rs` is the PostgreSQL
+/// one but for the store and its pool.
+#[test]
+fn tokio_postgres_scaffold_is_the_committed_snapshot() {
+    use idemgen::scaffold::StoreKind;
+    let (skeleton, main) = scaffold_snapshot(StoreKind::TokioPostgres, "notes_tokio_postgres");
+    assert!(skeleton.contains("type Store = idemgen_runtime::TokioPgStore;"));
+    assert!(main.contains("TokioPgStore::pool(&url, 16)?"), "{main}");
+    assert!(main.contains("idemgen_runtime::migrate(&mut migrating)"));
+    assert!(!main.contains("PgStore::new(pool.clone())") && !main.contains("PgPoolOptions"));
+    assert!(main.contains("DATABASE_URL"));
 }
 
 #[test]

@@ -125,8 +125,9 @@ fn scaffold_never_overwrites_without_force() {
 }
 
 /// `--store sqlite`: the skeleton's store is `SqliteStore` and the `main.rs` opens a file (the
-/// compiled snapshot is `build::sqlite_scaffold_is_the_committed_snapshot`); a store the
-/// command does not know is a usage error.
+/// compiled snapshot is `build::sqlite_scaffold_is_the_committed_snapshot`); `--store
+/// tokio-postgres` writes `TokioPgStore` and its pool; a store the command does not know is a
+/// usage error.
 #[test]
 fn scaffold_store_sqlite_writes_a_service_on_a_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -163,9 +164,25 @@ fn scaffold_store_sqlite_writes_a_service_on_a_file() {
             .unwrap()
             .contains("PgStore::new")
     );
+    let tokio = run("tokio-postgres");
+    assert_eq!(tokio.status.code(), Some(0), "{}", text(&tokio.stderr));
+    assert!(
+        std::fs::read_to_string(&service)
+            .unwrap()
+            .contains("type Store = idemgen_runtime::TokioPgStore;")
+    );
+    assert!(
+        std::fs::read_to_string(&main)
+            .unwrap()
+            .contains("TokioPgStore::pool(&url, 16)")
+    );
     let unknown = run("mysql");
     assert_eq!(unknown.status.code(), Some(2));
-    assert!(text(&unknown.stderr).contains("possible values: postgres, sqlite"));
+    assert!(
+        text(&unknown.stderr).contains("possible values: postgres, tokio-postgres, sqlite"),
+        "{}",
+        text(&unknown.stderr)
+    );
 }
 
 /// `--main-only` (a move between the stores) writes the `main.rs` of the other store and leaves

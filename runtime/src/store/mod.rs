@@ -116,6 +116,33 @@ pub(crate) fn classify_driver(e: &sqlx::Error) -> StoreError {
     StoreError::Other(e.to_string())
 }
 
+/// A handler's error, when it is a driver's ([`classify_driver`]; tokio-postgres's too, with
+/// that feature), classified as the store's own.
+pub(crate) fn classify_handler_driver(
+    error: &(dyn std::error::Error + Send + Sync + 'static),
+) -> Option<StoreError> {
+    if let Some(e) = error.downcast_ref::<sqlx::Error>() {
+        return Some(classify_driver(e));
+    }
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(e) = error.downcast_ref::<tokio_postgres::Error>() {
+        return Some(tokio_pg::classify_ref(e));
+    }
+    None
+}
+
+/// A handler's error as the logs get it: with the server's message, which a tokio-postgres error
+/// displays only in its source.
+pub(crate) fn describe_handler_error(
+    error: &(dyn std::error::Error + Send + Sync + 'static),
+) -> String {
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(e) = error.downcast_ref::<tokio_postgres::Error>() {
+        return tokio_pg::describe(e);
+    }
+    error.to_string()
+}
+
 /// Why a commit did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {

@@ -142,8 +142,8 @@ impl TokioPgTx {
         match done {
             Ok(_) => {
                 self.committed = Some(commit.map_err(|e| match e.as_db_error() {
-                    Some(_) => CommitError::Rejected(e.to_string()),
-                    None => CommitError::Unknown(e.to_string()),
+                    Some(_) => CommitError::Rejected(describe(&e)),
+                    None => CommitError::Unknown(describe(&e)),
                 }));
                 Ok(true)
             }
@@ -154,7 +154,7 @@ impl TokioPgTx {
                 Some(_) => Err(classify(e)),
                 // The connection failed with the COMMIT already sent: it may have committed.
                 None => {
-                    self.committed = Some(Err(CommitError::Unknown(e.to_string())));
+                    self.committed = Some(Err(CommitError::Unknown(describe(&e))));
                     Ok(true)
                 }
             },
@@ -174,15 +174,47 @@ impl Drop for TokioPgTx {
     }
 }
 
+/// `e` with its causes, for the logs: tokio-postgres displays a server's error as "db error"
+/// alone, its message (and SQLSTATE's meaning) in the source.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// `url` without the query parameters only sqlx reads (`statement-cache-capacity`).
+fn without_sqlx_parameters(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| pair.split('=').next() != Some("statement-cache-capacity"))
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
 /// Maps a tokio-postgres error to a [`StoreError`].
 fn classify(e: tokio_postgres::Error) -> StoreError {
+    classify_ref(&e)
+}
+
+/// [`classify`] by reference: also how a handler's tokio-postgres error is answered.
+pub(crate) fn classify_ref(e: &tokio_postgres::Error) -> StoreError {
     match e.code() {
-        Some(code) => classify_sqlstate(code.code(), &e),
+        Some(code) => classify_sqlstate(code.code(), &describe(e)),
         // No SQLSTATE: the connection (closed, I/O, TLS) or the driver's own decoding.
-        None if e.is_closed() || e.as_db_error().is_none() => {
-            StoreError::Unavailable(e.to_string())
-        }
-        None => StoreError::Other(e.to_string()),
+        None if e.is_closed() || e.as_db_error().is_none() => StoreError::Unavailable(describe(e)),
+        None => StoreError::Other(describe(e)),
     }
 }
 
@@ -194,7 +226,7 @@ fn pool_error(e: PoolError) -> StoreError {
 }
 
 fn decode_error(e: tokio_postgres::Error) -> StoreError {
-    StoreError::Other(format!("decoding a record: {e}"))
+    StoreError::Other(format!("decoding a record: {}", describe(&e)))
 }
 
 fn record_from_row(row: &Row) -> Result<Record, StoreError> {
@@ -285,7 +317,9 @@ impl ClaimStatements for TokioClaim<'_> {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Other("the claim returned no row".into()))?;
-        let decode = |e: tokio_postgres::Error| StoreError::Other(format!("decoding a claim: {e}"));
+        let decode = |e: tokio_postgres::Error| {
+            StoreError::Other(format!("decoding a claim: {}", describe(&e)))
+        };
         if row.try_get::<_, bool>("inserted").map_err(decode)? {
             return Ok(ClaimStep::Inserted);
         }
@@ -337,9 +371,12 @@ impl TokioPgStore {
 
     /// A pool of at most `max_size` connections to `url` (a `postgres://` URL or a libpq
     /// key-value string), without TLS. Connections are made when first needed; a checked-out
-    /// connection is not pinged (deadpool's fast recycling: a closed client is dropped).
+    /// connection is not pinged (deadpool's fast recycling: a closed client is dropped). The
+    /// URL of a `PgStore` service works unchanged: sqlx's own `statement-cache-capacity`, which
+    /// tokio-postgres does not know, is left out (this store's cache is per connection, unbounded:
+    /// it holds the store's dozen statements and those the handlers prepare).
     pub fn pool(url: &str, max_size: usize) -> Result<Pool, StoreError> {
-        let config: tokio_postgres::Config = url
+        let config: tokio_postgres::Config = without_sqlx_parameters(url)
             .parse()
             .map_err(|e| StoreError::Other(format!("invalid PostgreSQL URL: {e}")))?;
         Self::pool_with(config, max_size)
@@ -575,8 +612,8 @@ impl Store for TokioPgStore {
             return committed;
         }
         tx.end("COMMIT").await.map_err(|e| match e.as_db_error() {
-            Some(_) => CommitError::Rejected(e.to_string()),
-            None => CommitError::Unknown(e.to_string()),
+            Some(_) => CommitError::Rejected(describe(&e)),
+            None => CommitError::Unknown(describe(&e)),
         })
     }
 
@@ -667,5 +704,32 @@ impl Store for TokioPgStore {
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
         let client = Self::get(&self.pool).await?;
         execute(&client, pg::PURGE_EXPIRED, &[&batch_size]).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_sqlx_parameters;
+
+    #[test]
+    fn sqlx_s_own_parameters_are_left_out_of_a_url() {
+        assert_eq!(
+            without_sqlx_parameters(
+                "postgres://u@h:5/db?sslmode=prefer&statement-cache-capacity=100"
+            ),
+            "postgres://u@h:5/db?sslmode=prefer"
+        );
+        assert_eq!(
+            without_sqlx_parameters("postgres://u@h/db?statement-cache-capacity=100"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(
+            without_sqlx_parameters("postgres://u@h/db"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(
+            without_sqlx_parameters("host=h dbname=db"),
+            "host=h dbname=db"
+        );
     }
 }

@@ -233,8 +233,7 @@ async fn tokio_postgres_cancelled_begins_and_completions_leave_no_transaction_op
         .execute(&mut observer)
         .await
         .unwrap();
-    let url = db.url.split('?').next().unwrap().to_owned();
-    let store = TokioPgStore::new(TokioPgStore::pool(&url, 1).unwrap());
+    let store = TokioPgStore::new(TokioPgStore::pool(&db.url, 1).unwrap());
     let response = idemgen_runtime::engine::StoredResponse {
         status: 201,
         headers: vec![],

@@ -783,3 +783,92 @@ async fn handler_lock_timeout_is_the_stores_503() {
     assert_eq!(p.kind(), ProblemKind::ServiceUnavailable);
     drop((waiter, holder, db));
 }
+
+/// A handler's tokio-postgres error is classified as the store's own are: a lock wait past its
+/// `lock_timeout` and a closed connection are the store's 503 (the service's without
+/// idempotency), a value PostgreSQL cannot store (class 22) is a 400, any other failure an opaque
+/// 500; the database's text stays in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_handler_errors_are_classified_as_the_stores() {
+    let (db, _pool, store) = fresh_tokio_pg(4).await;
+    let client = store.pool_ref().get().await.unwrap();
+    client
+        .batch_execute("INSERT INTO business_writes (id, label) VALUES (1, 'held')")
+        .await
+        .unwrap();
+    let holder = store.pool_ref().get().await.unwrap();
+    holder
+        .batch_execute("BEGIN; SELECT 1 FROM business_writes WHERE id = 1 FOR UPDATE")
+        .await
+        .unwrap();
+    client
+        .batch_execute("BEGIN; SET LOCAL lock_timeout = '50ms'")
+        .await
+        .unwrap();
+    let locked = client
+        .execute(
+            "UPDATE business_writes SET label = 'mine' WHERE id = 1",
+            &[],
+        )
+        .await
+        .expect_err("the row is locked");
+    client.batch_execute("ROLLBACK").await.unwrap();
+    let invalid = client
+        .query_one("SELECT $1::text::int", &[&"not a number"])
+        .await
+        .expect_err("not an integer");
+    let violated = client
+        .execute(
+            "INSERT INTO business_writes (id, label) VALUES (NULL, 'x')",
+            &[],
+        )
+        .await
+        .expect_err("id is NOT NULL");
+    // A connection whose server end went away.
+    let url = db.url.split('?').next().unwrap();
+    use idemgen_runtime::tokio_postgres;
+    let (cut, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let task = tokio::spawn(connection);
+    cut.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        .await
+        .expect_err("the backend ends itself");
+    let closed = cut.batch_execute("SELECT 1").await.expect_err("closed");
+    let _ = task.await;
+    for (error, kind, kind_without_idempotency, cause) in [
+        (
+            locked,
+            ProblemKind::StoreUnavailable,
+            ProblemKind::ServiceUnavailable,
+            "lock timeout",
+        ),
+        (
+            closed,
+            ProblemKind::StoreUnavailable,
+            ProblemKind::ServiceUnavailable,
+            "closed",
+        ),
+        (
+            invalid,
+            ProblemKind::InvalidRequest,
+            ProblemKind::InvalidRequest,
+            "invalid input",
+        ),
+        (
+            violated,
+            ProblemKind::Internal,
+            ProblemKind::Internal,
+            "null value",
+        ),
+    ] {
+        let text = error.to_string();
+        let handler = HandlerError::<NoDeclaredError>::from(error);
+        let p = handler_problem(&handler, true).expect("an opaque failure");
+        assert_eq!(p.kind(), kind, "{text}");
+        assert_clean(&p, cause);
+        let p = handler_problem(&handler, false).expect("an opaque failure");
+        assert_eq!(p.kind(), kind_without_idempotency, "{text}");
+    }
+    holder.batch_execute("ROLLBACK").await.unwrap();
+}

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{
-    ClaimOutcome, ClaimRequest, ClaimToken, Disposition, IdempotentRequest,
+    ClaimOutcome, ClaimRequest, ClaimToken, Disposition, HandlerFuture, IdempotentRequest,
 };
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Store, Strategy, TxHandle};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Store, Strategy, TokioPgStore, TxHandle};
 use idemgen_testdb::{Switch, TestDb};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -181,47 +181,99 @@ const CHILD_URL: &str = "IDEMGEN_LEASE_CHILD_URL";
 /// How many keys the killed process holds at once.
 const CHILD_KEYS: usize = 16;
 
-/// Runs in a child process of [`a_killed_process_loses_its_claims_within_the_lease_expiry`]: an
-/// executor with the default lease claims [`CHILD_KEYS`] keys at once; each attempt writes,
-/// prints `CLAIMED` and hangs in its handler until the process is killed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "run as a child process by a_killed_process_loses_its_claims_within_the_lease_expiry"]
-async fn child_holder() {
-    let url = std::env::var(CHILD_URL).expect("run by the parent test");
-    let pool = PgPoolOptions::new()
-        .max_connections(CHILD_KEYS as u32 + 2)
-        .connect(&url)
-        .await
-        .unwrap();
-    let exec = Executor::new(PgStore::new(pool), ExecutorConfig::default());
+/// Which store the child holds its keys on: `tokio-postgres`, or by default sqlx's.
+const CHILD_DRIVER: &str = "IDEMGEN_LEASE_CHILD_DRIVER";
+
+/// The child's attempts: [`CHILD_KEYS`] keys claimed at once by `exec`, each attempt writing
+/// through `write`, printing `CLAIMED` and hanging in its handler until the process is killed.
+async fn hold_keys<S, H>(exec: Executor<S>, write: fn() -> H)
+where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
     let attempts: Vec<_> = (0..CHILD_KEYS)
         .map(|k| {
             let exec = exec.clone();
             tokio::spawn(async move {
                 let req = request(scope("alice", &format!("killed-{k}")), json!({"k": k}), 1);
-                exec.execute(req, |tx: &mut TxHandle<PgStore>| {
-                    Box::pin(async move {
-                        sqlx::query("INSERT INTO business_writes (label) VALUES ('child')")
-                            .execute(tx.conn().await.map_err(|e| e.to_string())?)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        println!("CLAIMED");
-                        use std::io::Write;
-                        std::io::stdout().flush().unwrap();
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
-                        Ok::<_, String>(TestResponse {
-                            status: 201,
-                            body: "never".into(),
-                            headers: vec![],
-                        })
-                    })
-                })
-                .await
+                exec.execute(req, write()).await
             })
         })
         .collect();
     for a in attempts {
         let _ = a.await;
+    }
+}
+
+fn claimed_and_hang() -> Result<TestResponse, String> {
+    println!("CLAIMED");
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    Ok(TestResponse {
+        status: 201,
+        body: "never".into(),
+        headers: vec![],
+    })
+}
+
+fn sqlx_child_write()
+-> impl for<'a> FnOnce(&'a mut TxHandle<PgStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    |tx: &mut TxHandle<PgStore>| {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO business_writes (label) VALUES ('child')")
+                .execute(tx.conn().await.map_err(|e| e.to_string())?)
+                .await
+                .map_err(|e| e.to_string())?;
+            let done = claimed_and_hang();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            done
+        })
+    }
+}
+
+fn tokio_child_write()
+-> impl for<'a> FnOnce(&'a mut TxHandle<TokioPgStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    |tx: &mut TxHandle<TokioPgStore>| {
+        Box::pin(async move {
+            tx.conn()
+                .await
+                .map_err(|e| e.to_string())?
+                .execute("INSERT INTO business_writes (label) VALUES ('child')", &[])
+                .await
+                .map_err(|e| e.to_string())?;
+            let done = claimed_and_hang();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            done
+        })
+    }
+}
+
+/// Runs in a child process of [`a_killed_process_loses_its_claims_within_the_lease_expiry`]: an
+/// executor with the default lease, on the store [`CHILD_DRIVER`] names, claims [`CHILD_KEYS`]
+/// keys at once; each attempt writes, prints `CLAIMED` and hangs in its handler until the process
+/// is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run as a child process by a_killed_process_loses_its_claims_within_the_lease_expiry"]
+async fn child_holder() {
+    let url = std::env::var(CHILD_URL).expect("run by the parent test");
+    if std::env::var(CHILD_DRIVER).as_deref() == Ok("tokio-postgres") {
+        let pool = TokioPgStore::pool(&url, CHILD_KEYS + 2).unwrap();
+        let exec = Executor::new(TokioPgStore::new(pool), ExecutorConfig::default());
+        hold_keys(exec, tokio_child_write).await;
+    } else {
+        let pool = PgPoolOptions::new()
+            .max_connections(CHILD_KEYS as u32 + 2)
+            .connect(&url)
+            .await
+            .unwrap();
+        let exec = Executor::new(PgStore::new(pool), ExecutorConfig::default());
+        hold_keys(exec, sqlx_child_write).await;
     }
 }
 
@@ -231,6 +283,17 @@ async fn child_holder() {
 /// old) and 5 s plus the retries' poll after the kill, instead of `stale_claim` (300 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_process_loses_its_claims_within_the_lease_expiry() {
+    killed_holder("sqlx").await;
+}
+
+/// [`a_killed_process_loses_its_claims_within_the_lease_expiry`] with the killed process on
+/// `TokioPgStore` (its retries on `PgStore`: the two stores share the records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_tokio_postgres_process_loses_its_claims_within_the_lease_expiry() {
+    killed_holder("tokio-postgres").await;
+}
+
+async fn killed_holder(driver: &str) {
     let (db, pool) = fresh_pg(CHILD_KEYS as u32 + 4).await;
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -241,6 +304,7 @@ async fn a_killed_process_loses_its_claims_within_the_lease_expiry() {
             "--test-threads=1",
         ])
         .env(CHILD_URL, &db.url)
+        .env(CHILD_DRIVER, driver)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("the child process");
@@ -304,7 +368,7 @@ async fn a_killed_process_loses_its_claims_within_the_lease_expiry() {
     }
     assert!(pg_duplicates(&pool).await.is_empty());
     eprintln!(
-        "kill -9: {CHILD_KEYS} stranded keys executed between {first:?} and {last:?} after the \
+        "kill -9 ({driver}): {CHILD_KEYS} stranded keys executed between {first:?} and {last:?} after the \
          kill (lease expiry 5 s, renewal 1 s; stale_claim alone: 300 s)"
     );
 }

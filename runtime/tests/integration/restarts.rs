@@ -3,14 +3,14 @@
 //! restart cut is stranded only until the store answers again: its failed release is retried by
 //! the background task, a claim left by a commit in doubt is released behind it, so the key
 //! executes seconds after the server is back, not after `stale_claim`. Afterwards: one write per
-//! key, and every acknowledged key replays its first result.
+//! key, and every acknowledged key replays its first result. On both PostgreSQL stores.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore};
+use idemgen_runtime::engine::{Disposition, ExecuteError, HandlerFuture};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Store, TokioPgStore, TxHandle};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -34,6 +34,40 @@ type Restart = (&'static str, Instant, Instant);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_stale_claim() {
+    restarts_under_load(
+        |db| async move {
+            let pool = PgPoolOptions::new()
+                .max_connections(12)
+                .acquire_timeout(Duration::from_secs(1))
+                .connect_with(db.options.clone())
+                .await
+                .unwrap();
+            PgStore::new(pool)
+        },
+        pg_slow_id_writer,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_stale_claim() {
+    restarts_under_load(
+        |db| async move { TokioPgStore::new(TokioPgStore::pool(&db.url, 12).unwrap()) },
+        tokio_pg_slow_id_writer,
+    )
+    .await;
+}
+
+async fn restarts_under_load<S, F, H>(
+    store: impl FnOnce(TestDb) -> F,
+    writer: fn(String, Duration) -> H,
+) where
+    S: Store,
+    F: Future<Output = S>,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
     const CLIENTS: usize = 12;
     const KEYS_PER_CLIENT: usize = 8;
     // A cluster of this test's own, so restarting it disturbs no other test.
@@ -52,13 +86,7 @@ async fn postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_stale_
         .await
         .unwrap();
     drop(direct);
-    let pool = PgPoolOptions::new()
-        .max_connections(12)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_with(db.options.clone())
-        .await
-        .unwrap();
-    let exec = Executor::new(PgStore::new(pool), ExecutorConfig::default());
+    let exec = Executor::new(store(db.clone()).await, ExecutorConfig::default());
     assert_eq!(exec.config().stale_claim, Duration::from_secs(300));
 
     // The restarts: when each stop began and when the server was back.
@@ -103,8 +131,8 @@ async fn postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_stale_
                             started.elapsed() < Duration::from_secs(40),
                             "{label} never converged"
                         );
-                        let writer = pg_slow_id_writer(label.clone(), Duration::from_millis(10));
-                        match exec.execute(req.clone(), writer).await {
+                        let attempt = writer(label.clone(), Duration::from_millis(10));
+                        match exec.execute(req.clone(), attempt).await {
                             Ok(outcome) => break outcome,
                             Err(ExecuteError::Problem(p)) => {
                                 let status = p.kind().status().as_u16();
@@ -157,7 +185,7 @@ async fn postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_stale_
             1,
         );
         let again = exec
-            .execute(req, pg_slow_id_writer(run.label.clone(), Duration::ZERO))
+            .execute(req, writer(run.label.clone(), Duration::ZERO))
             .await
             .unwrap_or_else(|e| panic!("{}: {e:?}", run.label));
         assert_eq!(again.disposition, Disposition::Replayed, "{}", run.label);

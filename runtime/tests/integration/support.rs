@@ -221,9 +221,8 @@ pub async fn pg_env(config: ExecutorConfig) -> Env<PgStore> {
 /// and for direct reads).
 pub async fn fresh_tokio_pg(pool_size: usize) -> (TestDb, sqlx::PgPool, TokioPgStore) {
     let (db, pool) = fresh_pg(4).await;
-    // The URL without sqlx's own parameters (`statement-cache-capacity`).
-    let url = db.url.split('?').next().unwrap_or(&db.url);
-    let tokio_pool = TokioPgStore::pool(url, pool_size).expect("tokio-postgres pool");
+    // The URL sqlx wrote, its own `statement-cache-capacity` included.
+    let tokio_pool = TokioPgStore::pool(&db.url, pool_size).expect("tokio-postgres pool");
     (db, pool, TokioPgStore::new(tokio_pool))
 }
 
@@ -444,6 +443,16 @@ pub fn tokio_pg_id_writer(
 ) -> impl for<'a> FnOnce(&'a mut TxHandle<TokioPgStore>) -> HandlerFuture<'a, TestResponse, String>
 + Send
 + 'static {
+    tokio_pg_slow_id_writer(label, Duration::ZERO)
+}
+
+/// [`tokio_pg_id_writer`] that then sleeps `delay` inside its transaction (a slow handler).
+pub fn tokio_pg_slow_id_writer(
+    label: String,
+    delay: Duration,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<TokioPgStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
     move |tx: &mut TxHandle<TokioPgStore>| {
         Box::pin(async move {
             let client = tx.conn().await.map_err(|e| e.to_string())?;
@@ -458,6 +467,7 @@ pub fn tokio_pg_id_writer(
                 .await
                 .map_err(|e| e.to_string())?;
             let id: i64 = row.get(0);
+            tokio::time::sleep(delay).await;
             Ok(TestResponse {
                 status: 201,
                 body: format!("write {id}"),
