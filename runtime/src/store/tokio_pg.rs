@@ -16,7 +16,8 @@
 //! Statements are prepared once per connection (deadpool-postgres's statement cache), so a
 //! statement after the first costs no parse round trip. A transaction-mode pooler would move those
 //! prepared statements between clients: this store is for direct connections (or a session-mode
-//! pooler); behind PgBouncer in transaction mode use `PgStore` with [`Pooler::Transaction`].
+//! pooler), and [`TokioPgStore::check`] refuses a transaction pooler; behind PgBouncer in
+//! transaction mode use `PgStore` with [`Pooler::Transaction`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{Json, ToSql};
 
-use super::postgres::{self as pg, Pooler, SeenKeys, classify_sqlstate};
+use super::postgres::{self as pg, Pooler, PoolerError, SeenKeys, classify_sqlstate};
 use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
 use super::{ClaimOutcome, ClaimRequest, CommitError, Gate, Store, StoreError};
 use super::{ClaimToken, HolderId, Record, RecordState, Scope};
@@ -172,6 +173,45 @@ impl Drop for TokioPgTx {
             drop(Object::take(client));
         }
     }
+}
+
+/// [`TokioPgStore::check`] of one pool: two of its connections ask for their server's backend
+/// pid alternately, and share one only through a transaction pooler.
+async fn check_pool(pool: &Pool, name: &'static str) -> Result<(), PoolerError> {
+    let store = |source: StoreError| PoolerError::Store { pool: name, source };
+    if pool.status().max_size < 2 {
+        return Ok(());
+    }
+    let a = TokioPgStore::get(pool).await.map_err(store)?;
+    let b = TokioPgStore::get(pool).await.map_err(store)?;
+    for _ in 0..pg::PROBE_ROUNDS {
+        let (pa, pb) = (
+            backend_pid(&a).await.map_err(store)?,
+            backend_pid(&b).await.map_err(store)?,
+        );
+        if pa == pb {
+            return Err(PoolerError::TransactionPoolerUnsupported {
+                pool: name,
+                pid: pa,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The backend pid serving `client`, by a simple query (one message, whatever the pooler).
+async fn backend_pid(client: &Object) -> Result<i32, StoreError> {
+    let messages = client
+        .simple_query("SELECT pg_backend_pid()")
+        .await
+        .map_err(classify)?;
+    messages
+        .iter()
+        .find_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0)?.parse().ok(),
+            _ => None,
+        })
+        .ok_or_else(|| StoreError::Other("pg_backend_pid() returned no number".into()))
 }
 
 /// `e` with its causes, for the logs: tokio-postgres displays a server's error as "db error"
@@ -417,6 +457,14 @@ impl TokioPgStore {
     /// The business pool.
     pub fn pool_ref(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Checks, before serving, that both pools reach PostgreSQL directly or through a session
+    /// pooler: a pooler in transaction mode is refused (see [`PgStore::check`](super::PgStore::check)
+    /// for how it is detected, and its limits). A pool of one connection cannot be probed.
+    pub async fn check(&self) -> Result<(), PoolerError> {
+        check_pool(&self.pool, "business").await?;
+        check_pool(&self.claim_pool, "claim").await
     }
 
     async fn get(pool: &Pool) -> Result<Object, StoreError> {

@@ -36,6 +36,14 @@ macro_rules! contract {
                 super::$case(tokio_pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_pgbouncer_session_separate_claim() {
+                super::$case(tokio_pgbouncer_session_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_pgbouncer_session_in_transaction() {
+                super::$case(tokio_pgbouncer_session_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn pgbouncer_transaction_separate_claim() {
                 super::$case(pgbouncer_env(config(Strategy::SeparateClaim), PoolMode::Transaction).await, Strategy::SeparateClaim).await;
             }

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Strategy};
+use idemgen_runtime::{
+    Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Strategy, TokioPgStore,
+};
 use idemgen_testdb::{Cluster, ClusterOptions, PgBouncer, PoolMode, TestDb};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -102,6 +104,43 @@ async fn check_accepts_matching_configurations() {
             .await
             .expect("session pooler");
     }
+}
+
+/// `TokioPgStore::check` refuses a transaction pooler (its statements are prepared on their
+/// connection) and accepts a session pooler and direct connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_check_refuses_a_transaction_pooler_only() {
+    let (db, _direct) = fresh_pg(2).await;
+    let through = |mode| {
+        let url = bouncer_url(shared_bouncer(mode, &db), &db);
+        TokioPgStore::new(TokioPgStore::pool(&url, 4).unwrap())
+    };
+    let refused = through(PoolMode::Transaction)
+        .check()
+        .await
+        .expect_err("a transaction pooler");
+    assert!(
+        matches!(
+            refused,
+            PoolerError::TransactionPoolerUnsupported {
+                pool: "business",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("Pooler::Transaction"),
+        "{refused}"
+    );
+    through(PoolMode::Session)
+        .check()
+        .await
+        .expect("a session pooler");
+    TokioPgStore::new(TokioPgStore::pool(&db.url, 4).unwrap())
+        .check()
+        .await
+        .expect("direct connections");
 }
 
 /// What a restart-under-load test restarts.

@@ -565,6 +565,34 @@ pub async fn pgbouncer_env(config: ExecutorConfig, mode: PoolMode) -> Env<PgStor
     }
 }
 
+/// A `postgres://` URL of `db` through `bouncer`, for tokio-postgres.
+pub fn bouncer_url(bouncer: &PgBouncer, db: &TestDb) -> String {
+    let options = bouncer.options(&db.name);
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        db.name
+    )
+}
+
+/// As [`tokio_pg_env`], but the store reaches PostgreSQL through PgBouncer in session mode
+/// (checked); the ledger counts on a direct pool.
+pub async fn tokio_pgbouncer_session_env(config: ExecutorConfig) -> Env<TokioPgStore> {
+    let (db, direct) = fresh_pg(4).await;
+    let bouncer = shared_bouncer(PoolMode::Session, &db);
+    let pool =
+        TokioPgStore::pool(&bouncer_url(bouncer, &db), 12).expect("a pool through PgBouncer");
+    let store = TokioPgStore::new(pool);
+    store.check().await.expect("the store's pooler check");
+    Env {
+        exec: Executor::new(store, config),
+        business: Arc::new(TokioPgBusiness),
+        ledger: Ledger::Pg(direct),
+    }
+}
+
 /// The claim of `req`'s key with `token`: no lease, the default stale-claim timeout, kept
 /// forever.
 pub fn claim_of(

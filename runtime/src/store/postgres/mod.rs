@@ -18,6 +18,8 @@ mod writer;
 #[cfg(feature = "tokio-postgres")]
 pub(in crate::store) use error::classify_sqlstate;
 pub(crate) use error::{classify, classify_ref};
+#[cfg(feature = "tokio-postgres")]
+pub(in crate::store) use pooler::PROBE_ROUNDS;
 pub use pooler::{Pooler, PoolerError};
 pub use writer::{WriterHosts, WriterUrlError};
 

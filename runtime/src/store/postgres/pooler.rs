@@ -97,6 +97,21 @@ pub enum PoolerError {
         /// `business` or `claim`.
         pool: &'static str,
     },
+    /// A `TokioPgStore` pool was served by a pooler in transaction mode (two of its connections
+    /// by one server connection): its statements are prepared on their connection, which such a
+    /// pooler does not keep.
+    #[error(
+        "the {pool} pool reaches PostgreSQL through a pooler in transaction mode (two of its \
+         connections were served by one server connection, backend pid {pid}): TokioPgStore \
+         prepares its statements on its connections and needs direct connections or session \
+         pooling; behind a transaction pooler use PgStore with `Pooler::Transaction`"
+    )]
+    TransactionPoolerUnsupported {
+        /// `business` or `claim`.
+        pool: &'static str,
+        /// The server process both connections reached.
+        pid: i32,
+    },
     /// The check itself could not run.
     #[error("checking the {pool} pool: {source}")]
     Store {
@@ -108,7 +123,7 @@ pub enum PoolerError {
 }
 
 /// How many times the probe alternates between its two connections.
-const PROBE_ROUNDS: usize = 4;
+pub(in crate::store) const PROBE_ROUNDS: usize = 4;
 
 /// Checks one pool against `pooler`.
 ///
