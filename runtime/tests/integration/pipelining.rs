@@ -17,8 +17,8 @@ use sqlx::postgres::{PgPoolOptions, PgSslMode};
 
 use crate::support::*;
 
-/// Round trips of a fresh create and of its replay, each the second of its kind on the
-/// connection (the first prepared the statements).
+/// Round trips of a fresh create and of its replay on a connection whose statements a first
+/// create and replay prepared: the fewest of three of each.
 #[derive(Debug, PartialEq, Eq)]
 struct Trips {
     create: u64,
@@ -48,7 +48,7 @@ where
         + 'static,
 {
     let mut trips = Vec::new();
-    for key in ["warm", "counted"] {
+    for key in ["warm", "counted-1", "counted-2", "counted-3"] {
         let req = request(scope(owner, key), json!({"k": key}), 1);
         let before = proxy.counters().round_trips();
         let created = exec
@@ -69,7 +69,14 @@ where
             replay: after - between,
         });
     }
-    trips.pop().unwrap()
+    // The fewest of the counted requests: what the store sends. A pool's background work (sqlx
+    // tests a connection the store hands back after 200 ms with a round trip of its own) can only
+    // add to one of them.
+    let counted = &trips[1..];
+    Trips {
+        create: counted.iter().map(|t| t.create).min().unwrap(),
+        replay: counted.iter().map(|t| t.replay).min().unwrap(),
+    }
 }
 
 async fn proxy_to(db: &idemgen_testdb::TestDb, one_way: Duration) -> DelayProxy {
