@@ -19,12 +19,12 @@ use std::time::Duration;
 use anyhow::Context;
 use idemgen_runtime::testing::{Cluster, ClusterOptions, TestDb};
 use idemgen_runtime::{
-    Executor, ExecutorConfig, PgStore, Pooler, Server, ServerConfig, WriterHosts,
+    Executor, ExecutorConfig, PgStore, Pooler, Server, ServerConfig, TokioPgStore, WriterHosts,
 };
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-use crate::config::Config;
+use crate::config::{Config, StoreKind};
 
 /// The example's own migrations, applied after the runtime's by sqlx's migrator (recorded in
 /// `_widgets_migrations`).
@@ -129,23 +129,33 @@ pub async fn connect_pool(
 /// Runs the migrations on `WIDGETS_MIGRATION_URL` when set (its writer, when it lists several
 /// hosts), else on `pool`.
 async fn run_migrations(config: &Config, pool: &sqlx::PgPool) -> anyhow::Result<()> {
-    let Some(url) = &config.migration_url else {
-        return migrate(pool).await;
-    };
+    match &config.migration_url {
+        Some(url) => migrate_url(url, "WIDGETS_MIGRATION_URL").await,
+        None => migrate(pool).await,
+    }
+}
+
+/// Runs the migrations on a connection of their own to `url` (`name` says which setting it is),
+/// on its writer when it lists several hosts.
+async fn migrate_url(url: &str, name: &str) -> anyhow::Result<()> {
     let options = match several_hosts(url)? {
         Some(hosts) => hosts.find_writer().await?,
-        None => url.parse().context("parsing WIDGETS_MIGRATION_URL")?,
+        None => url.parse().with_context(|| format!("parsing {name}"))?,
     };
     let mut conn = sqlx::PgConnection::connect_with(&options)
         .await
-        .context("connecting to WIDGETS_MIGRATION_URL")?;
+        .with_context(|| format!("connecting to {name}"))?;
     let migrated = migrate_on(&mut conn).await;
     let _ = conn.close().await;
     migrated
 }
 
-/// The widgets service's server: the state of its router.
+/// The widgets service's server on sqlx (`PgStore`): the state of its router.
 pub type WidgetsServer = Server<service::Widgets, PgStore, auth::TokenAuth>;
+
+/// The widgets service's server on tokio-postgres (`TokioPgStore`).
+pub type TokioWidgetsServer =
+    Server<service::Widgets<repo::TokioPostgres>, TokioPgStore, auth::TokenAuth>;
 
 /// Builds the router for `config` on `pool`, with the migrations applied.
 pub async fn app(config: &Config, pool: sqlx::PgPool) -> anyhow::Result<axum::Router> {
@@ -209,10 +219,73 @@ pub async fn app_and_server(
         ));
     }
     let service = service::Widgets::new(pool).with_pooler(config.pooler);
+    let server = server_of(config, service, executor);
+    Ok((routes(server.clone()), server))
+}
+
+/// The router on tokio-postgres (`WIDGETS_STORE=tokio-postgres`) for `config`, on `url`, with
+/// the migrations applied; and its server. Business and claim pools are the store's
+/// ([`TokioPgStore::pool`]: a URL listing several hosts connects to the writable one).
+pub async fn tokio_app_and_server(
+    config: &Config,
+    url: &str,
+) -> anyhow::Result<(axum::Router, TokioWidgetsServer)> {
+    let migration_url = config.migration_url.as_deref();
+    migrate_url(
+        migration_url.unwrap_or(url),
+        if migration_url.is_some() {
+            "WIDGETS_MIGRATION_URL"
+        } else {
+            "DATABASE_URL"
+        },
+    )
+    .await?;
+    let pool =
+        TokioPgStore::pool(url, config.pool_size as usize).context("the pool on DATABASE_URL")?;
+    // Claims get their own small pool, as on sqlx (`app_and_server`).
+    let claim_pool = TokioPgStore::pool(url, CLAIM_POOL_SIZE as usize).context("the claim pool")?;
+    let store = TokioPgStore::new(pool.clone()).with_claim_pool(claim_pool);
+    // A transaction pooler is refused here, not under load (the configuration refused
+    // WIDGETS_POOLER=transaction already; this finds one WIDGETS_POOLER did not name).
+    store
+        .check()
+        .await
+        .context("the database cannot serve WIDGETS_STORE=tokio-postgres")?;
+    let executor = Executor::new(
+        store.clone(),
+        ExecutorConfig {
+            strategy: config.strategy,
+            stale_claim: config.stale_claim,
+            retention: config.retention,
+            ..ExecutorConfig::default()
+        },
+    );
+    if config.retention.is_some() {
+        tokio::spawn(idemgen_runtime::retention::run_cleanup(
+            Arc::new(store),
+            CLEANUP_EVERY,
+        ));
+    }
+    let server = server_of(config, service::Widgets::on_tokio_postgres(pool), executor);
+    Ok((routes(server.clone()), server))
+}
+
+/// The server of `service` on `executor`, with the tokens and body limit of `config`.
+fn server_of<D: repo::Database>(
+    config: &Config,
+    service: service::Widgets<D>,
+    executor: Executor<D::Store>,
+) -> Server<service::Widgets<D>, D::Store, auth::TokenAuth> {
     let auth = auth::TokenAuth::new(config.tokens.clone());
-    let server = Server::new(Arc::new(service), auth, executor).with_config(ServerConfig {
+    Server::new(Arc::new(service), auth, executor).with_config(ServerConfig {
         body_limit: config.body_limit,
-    });
+    })
+}
+
+/// The generated router of `server` (and, built with `bench-plain-route`, `POST /plain/widgets`).
+fn routes<D: repo::Database>(
+    server: Server<service::Widgets<D>, D::Store, auth::TokenAuth>,
+) -> axum::Router {
     #[cfg(feature = "bench-plain-route")]
     let plain = axum::Router::new()
         .route(
@@ -220,17 +293,17 @@ pub async fn app_and_server(
             axum::routing::post(
                 idemgen_runtime::codegen::transactional::<
                     api::CreateWidget,
-                    service::Widgets,
-                    PgStore,
+                    service::Widgets<D>,
+                    D::Store,
                     auth::TokenAuth,
                 >,
             ),
         )
         .with_state(server.clone());
-    let router = api::router(server.clone());
+    let router = api::router(server);
     #[cfg(feature = "bench-plain-route")]
     let router = plain.merge(router);
-    Ok((router, server))
+    router
 }
 
 /// Runs the service with `idemgen_runtime::serve` (timeouts, connection limit: `config.serving`)
@@ -244,21 +317,37 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             (url, Some(cluster))
         }
     };
-    let pool = connect_pool(
-        &url,
-        config.pooler,
-        pool_options()
-            .max_connections(config.pool_size)
-            .acquire_timeout(Duration::from_secs(5)),
-    )
-    .await
-    .context("connecting to DATABASE_URL")?;
     let metrics = if config.metrics {
         Some(install_metrics()?)
     } else {
         None
     };
-    let (router, server) = app_and_server(&config, pool).await?;
+    // The router, and how to end its executor's lease once drained.
+    let (router, end_lease): (axum::Router, EndLease) = match config.store {
+        StoreKind::Sqlx => {
+            let pool = connect_pool(
+                &url,
+                config.pooler,
+                pool_options()
+                    .max_connections(config.pool_size)
+                    .acquire_timeout(Duration::from_secs(5)),
+            )
+            .await
+            .context("connecting to DATABASE_URL")?;
+            let (router, server) = app_and_server(&config, pool).await?;
+            (
+                router,
+                Box::new(move || Box::pin(async move { server.executor().shutdown().await })),
+            )
+        }
+        StoreKind::TokioPostgres => {
+            let (router, server) = tokio_app_and_server(&config, &url).await?;
+            (
+                router,
+                Box::new(move || Box::pin(async move { server.executor().shutdown().await })),
+            )
+        }
+    };
     let router = compose::compose(router, &config.cors_origins);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -300,10 +389,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     // Drained: end the executor's lease, so that a claim of a request cut at the deadline is
     // taken over at once by its retry (on another replica) instead of after the lease lapses.
-    let _ = tokio::time::timeout(Duration::from_secs(5), server.executor().shutdown()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), end_lease()).await;
     tracing::info!("bye");
     Ok(())
 }
+
+/// Ends a server's executor lease (`Executor::shutdown`), whichever store it runs on.
+type EndLease =
+    Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
 
 /// Installs the process's `metrics` recorder: a Prometheus exporter rendered by
 /// [`metrics_route`], with histogram buckets from 0.1 ms to 10 s for `idemgen.request.duration`

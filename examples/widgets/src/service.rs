@@ -1,45 +1,53 @@
-//! The hand-written half of the service: the implementation of the generated [`WidgetsApi`].
-//! Writes go through the transaction the runtime hands them; reads use the pool (each in a
-//! transaction of its own behind a transaction pooler).
+//! The hand-written half of the service: the implementation of the generated [`WidgetsApi`],
+//! once for both drivers ([`Database`]). Writes go through the transaction the runtime hands
+//! them; reads use the pool (each in a transaction of its own behind a transaction pooler).
 
-use idemgen_runtime::{HandlerResult, PgStore, Pooler, Principal, Problem, ProblemKind, TxHandle};
+use idemgen_runtime::{
+    HandlerError, HandlerResult, Pooler, Principal, Problem, ProblemKind, TxHandle,
+};
 use sqlx::PgPool;
 
 use crate::api::types::{self, Widget, WidgetColor, WidgetList};
 use crate::api::*;
-use crate::repo::{self, Published, WidgetRow};
+use crate::repo::{Database, Published, Sqlx, TokioPostgres, WidgetRow};
 
 /// The problem type of publishing a widget on a second channel (a business 409).
 pub const ALREADY_PUBLISHED: &str = "https://widgets.example/problems/already-published";
 
-/// The widgets service.
+/// The widgets service on the driver `D`: [`Sqlx`] (the store `PgStore`) by default, or
+/// [`TokioPostgres`] (`TokioPgStore`, whose completion shares `COMMIT`'s round trip).
 #[derive(Debug, Clone)]
-pub struct Widgets {
-    pool: PgPool,
-    pooler: Pooler,
+pub struct Widgets<D = Sqlx> {
+    db: D,
 }
 
-/// A read's transaction behind a transaction pooler: one server connection for all of its
-/// messages, and no statement name left there by another client (as the runtime's own `BEGIN`).
-const READ_BEGIN: &str = "BEGIN; DEALLOCATE ALL";
-
-impl Widgets {
+impl Widgets<Sqlx> {
     /// A service on `pool`, connected to PostgreSQL directly.
-    pub fn new(pool: PgPool) -> Widgets {
+    pub fn new(pool: PgPool) -> Widgets<Sqlx> {
         Widgets {
-            pool,
-            pooler: Pooler::Direct,
+            db: Sqlx::new(pool),
         }
     }
 
-    /// The service behind `pooler` (the store's [`Pooler`]): behind a transaction pooler each
-    /// read runs in a transaction of its own, because sqlx sends a statement with parameters as
-    /// two round trips that such a pooler may hand to two server connections.
-    pub fn with_pooler(mut self, pooler: Pooler) -> Widgets {
-        self.pooler = pooler;
-        self
+    /// The service behind `pooler` (the store's [`Pooler`]; see [`Sqlx::with_pooler`]).
+    pub fn with_pooler(self, pooler: Pooler) -> Widgets<Sqlx> {
+        Widgets {
+            db: self.db.with_pooler(pooler),
+        }
     }
+}
 
+impl Widgets<TokioPostgres> {
+    /// A service whose reads run on `pool` and whose writes run in `TokioPgStore`'s
+    /// transactions.
+    pub fn on_tokio_postgres(pool: idemgen_runtime::deadpool_postgres::Pool) -> Self {
+        Widgets {
+            db: TokioPostgres::new(pool),
+        }
+    }
+}
+
+impl<D> Widgets<D> {
     /// Read-only credentials may read but never write, replays included.
     fn may_write(&self, principal: &Principal) -> Result<(), Problem> {
         if principal.has_role(crate::auth::READ_ONLY) {
@@ -75,8 +83,8 @@ fn blank(field: &str) -> Problem {
     Problem::new(ProblemKind::InvalidRequest).with_detail(format!("{field}: must not be blank"))
 }
 
-impl WidgetsApi for Widgets {
-    type Store = PgStore;
+impl<D: Database> WidgetsApi for Widgets<D> {
+    type Store = D::Store;
 
     async fn authorize_create_widget(
         &self,
@@ -89,7 +97,7 @@ impl WidgetsApi for Widgets {
     async fn create_widget(
         &self,
         principal: &Principal,
-        tx: &mut TxHandle<PgStore>,
+        tx: &mut TxHandle<D::Store>,
         request: CreateWidgetRequest,
     ) -> HandlerResult<CreateWidget> {
         // The router already enforced the spec's 1–100 characters; a name of only spaces
@@ -99,7 +107,9 @@ impl WidgetsApi for Widgets {
             return Err(blank("body.name").into());
         }
         let color = request.body.color.map(|c| c.as_str());
-        let row = repo::insert(tx.conn().await?, &principal.owner, name, color).await?;
+        let row = D::insert(tx, &principal.owner, name, color)
+            .await
+            .map_err(HandlerError::internal)?;
         // Deleting this widget later tombstones this record (a late retry then gets 410).
         tx.set_resource_ref(row.id.to_string());
         let location = format!("/widgets/{}", row.id);
@@ -115,15 +125,11 @@ impl WidgetsApi for Widgets {
         request: ListWidgetsRequest,
     ) -> HandlerResult<ListWidgets> {
         // The router already applied the spec's default (50) and enforced its bounds (1–100).
-        let (owner, limit) = (&principal.owner, i64::from(request.limit));
-        let rows = if self.pooler == Pooler::Transaction {
-            let mut tx = self.pool.begin_with(READ_BEGIN).await?;
-            let rows = repo::list(&mut tx, owner, limit).await?;
-            tx.commit().await?;
-            rows
-        } else {
-            repo::list(&mut *self.pool.acquire().await?, owner, limit).await?
-        };
+        let rows = self
+            .db
+            .list(&principal.owner, i64::from(request.limit))
+            .await
+            .map_err(HandlerError::internal)?;
         let items = rows.into_iter().map(to_widget).collect::<Result<_, _>>()?;
         Ok(ListWidgetsResponse::Status200(WidgetList { items }))
     }
@@ -133,19 +139,11 @@ impl WidgetsApi for Widgets {
         principal: &Principal,
         request: GetWidgetRequest,
     ) -> HandlerResult<GetWidget> {
-        let row = if self.pooler == Pooler::Transaction {
-            let mut tx = self.pool.begin_with(READ_BEGIN).await?;
-            let row = repo::get(&mut tx, &principal.owner, request.id).await?;
-            tx.commit().await?;
-            row
-        } else {
-            repo::get(
-                &mut *self.pool.acquire().await?,
-                &principal.owner,
-                request.id,
-            )
-            .await?
-        };
+        let row = self
+            .db
+            .get(&principal.owner, request.id)
+            .await
+            .map_err(HandlerError::internal)?;
         match row {
             Some(row) => Ok(GetWidgetResponse::Status200(to_widget(row)?)),
             None => Err(not_found().into()),
@@ -163,10 +161,13 @@ impl WidgetsApi for Widgets {
     async fn delete_widget(
         &self,
         principal: &Principal,
-        tx: &mut TxHandle<PgStore>,
+        tx: &mut TxHandle<D::Store>,
         request: DeleteWidgetRequest,
     ) -> HandlerResult<DeleteWidget> {
-        if !repo::delete(tx.conn().await?, &principal.owner, request.id).await? {
+        let deleted = D::delete(tx, &principal.owner, request.id)
+            .await
+            .map_err(HandlerError::internal)?;
+        if !deleted {
             return Err(not_found().into());
         }
         // On success the pipeline tombstones, in this transaction, the records of `createWidget`
@@ -186,14 +187,17 @@ impl WidgetsApi for Widgets {
     async fn publish_widget(
         &self,
         principal: &Principal,
-        tx: &mut TxHandle<PgStore>,
+        tx: &mut TxHandle<D::Store>,
         request: PublishWidgetRequest,
     ) -> HandlerResult<PublishWidget> {
         // The router already enforced the spec's 1–50 characters and its pattern (lower case,
         // digits, dashes), so a channel is never blank.
         let channel = request.body.channel.as_str();
         // The state change and its outbox event commit with the idempotency record.
-        match repo::publish(tx.conn().await?, &principal.owner, request.id, channel).await? {
+        let published = D::publish(tx, &principal.owner, request.id, channel)
+            .await
+            .map_err(HandlerError::internal)?;
+        match published {
             Published::Now(row) => Ok(PublishWidgetResponse::Status200(to_widget(row)?)),
             // A business conflict, declared as the operation's 409 with the service's own problem
             // type: clients do not retry it (they retry only the protocol's in-flight 409).

@@ -116,8 +116,8 @@ pub(crate) fn classify_driver(e: &sqlx::Error) -> StoreError {
     StoreError::Other(e.to_string())
 }
 
-/// A handler's error, when it is a driver's ([`classify_driver`]; tokio-postgres's too, with
-/// that feature), classified as the store's own.
+/// A handler's error, when it is a driver's ([`classify_driver`]; tokio-postgres's and its
+/// deadpool pool's too, with that feature), classified as the store's own.
 pub(crate) fn classify_handler_driver(
     error: &(dyn std::error::Error + Send + Sync + 'static),
 ) -> Option<StoreError> {
@@ -127,6 +127,10 @@ pub(crate) fn classify_handler_driver(
     #[cfg(feature = "tokio-postgres")]
     if let Some(e) = error.downcast_ref::<tokio_postgres::Error>() {
         return Some(tokio_pg::classify_ref(e));
+    }
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(e) = error.downcast_ref::<deadpool_postgres::PoolError>() {
+        return Some(tokio_pg::pool_error_ref(e));
     }
     None
 }
@@ -138,6 +142,12 @@ pub(crate) fn describe_handler_error(
 ) -> String {
     #[cfg(feature = "tokio-postgres")]
     if let Some(e) = error.downcast_ref::<tokio_postgres::Error>() {
+        return tokio_pg::describe(e);
+    }
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(deadpool_postgres::PoolError::Backend(e)) =
+        error.downcast_ref::<deadpool_postgres::PoolError>()
+    {
         return tokio_pg::describe(e);
     }
     error.to_string()

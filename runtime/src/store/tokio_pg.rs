@@ -259,8 +259,14 @@ pub(crate) fn classify_ref(e: &tokio_postgres::Error) -> StoreError {
 }
 
 fn pool_error(e: PoolError) -> StoreError {
+    pool_error_ref(&e)
+}
+
+/// [`pool_error`] by reference: also how a handler's failure to get a connection is answered
+/// (none free within the wait, none could be made: unavailable).
+pub(crate) fn pool_error_ref(e: &PoolError) -> StoreError {
     match e {
-        PoolError::Backend(e) => classify(e),
+        PoolError::Backend(e) => classify_ref(e),
         other => StoreError::Unavailable(other.to_string()),
     }
 }
@@ -423,7 +429,29 @@ impl TokioPgStore {
     }
 
     /// [`TokioPgStore::pool`] from a tokio-postgres configuration.
-    pub fn pool_with(config: tokio_postgres::Config, max_size: usize) -> Result<Pool, StoreError> {
+    ///
+    /// A configuration listing several hosts (`postgres://u@h1:5432,h2:5432/db`) connects to
+    /// the writable one: `target_session_attrs` is `read-write` unless set, so each new
+    /// connection tries the hosts in order and skips a standby. After a failover the old
+    /// writer's connections close with its server and are dropped when next taken (deadpool's
+    /// fast recycling), and their replacements find the new writer. `read-only` is refused: the
+    /// store writes.
+    pub fn pool_with(
+        mut config: tokio_postgres::Config,
+        max_size: usize,
+    ) -> Result<Pool, StoreError> {
+        use tokio_postgres::config::TargetSessionAttrs;
+        match config.get_target_session_attrs() {
+            TargetSessionAttrs::ReadOnly => {
+                return Err(StoreError::Other(
+                    "target_session_attrs=read-only: the store needs the writer".to_owned(),
+                ));
+            }
+            TargetSessionAttrs::Any if config.get_hosts().len() > 1 => {
+                config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+            }
+            _ => {}
+        }
         let manager = deadpool_postgres::Manager::from_config(
             config,
             tokio_postgres::NoTls,

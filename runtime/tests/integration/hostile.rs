@@ -785,8 +785,8 @@ async fn handler_lock_timeout_is_the_stores_503() {
 }
 
 /// A handler's tokio-postgres error is classified as the store's own are: a lock wait past its
-/// `lock_timeout` and a closed connection are the store's 503 (the service's without
-/// idempotency), a value PostgreSQL cannot store (class 22) is a 400, any other failure an opaque
+/// `lock_timeout`, a closed connection and no pooled connection free in time are the store's 503
+/// (the service's without idempotency), a value PostgreSQL cannot store (class 22) is a 400, any other failure an opaque
 /// 500; the database's text stays in the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokio_postgres_handler_errors_are_classified_as_the_stores() {
@@ -836,6 +836,24 @@ async fn tokio_postgres_handler_errors_are_classified_as_the_stores() {
         .expect_err("the backend ends itself");
     let closed = cut.batch_execute("SELECT 1").await.expect_err("closed");
     let _ = task.await;
+    // A read's pool with no connection free within its wait (the handler's `pool.get()?`).
+    let one = idemgen_runtime::TokioPgStore::pool(&db.url, 1).unwrap();
+    let _taken = one.get().await.unwrap();
+    let timeouts = idemgen_runtime::deadpool_postgres::Timeouts {
+        wait: Some(std::time::Duration::from_millis(50)),
+        create: None,
+        recycle: None,
+    };
+    let exhausted = one
+        .timeout_get(&timeouts)
+        .await
+        .expect_err("the only connection is taken");
+    let handler = HandlerError::<NoDeclaredError>::from(exhausted);
+    let p = handler_problem(&handler, true).expect("an opaque failure");
+    assert_eq!(p.kind(), ProblemKind::StoreUnavailable, "{handler}");
+    assert_clean(&p, "waiting for a slot");
+    let p = handler_problem(&handler, false).expect("an opaque failure");
+    assert_eq!(p.kind(), ProblemKind::ServiceUnavailable, "{handler}");
     for (error, kind, kind_without_idempotency, cause) in [
         (
             locked,

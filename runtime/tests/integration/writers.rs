@@ -1,12 +1,12 @@
 //! Multi-host writer discovery: a libpq-style URL listing a standby and a primary; the pool
 //! connects to the writer, refuses the standby while it is in recovery (503s, never a replay
 //! read from it), and follows the writer once the standby is promoted; its idle ping
-//! (`ping_if_idle_for`) across a restart of the same writer.
+//! (`ping_if_idle_for`) across a restart of the same writer; the same on `TokioPgStore`'s pool.
 
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, WriterHosts};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, TokioPgStore, WriterHosts};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Connection as _;
@@ -129,6 +129,118 @@ async fn a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
         .await
         .unwrap();
     assert_eq!(labels, ["before", "after-separate", "after-in-tx"]);
+}
+
+/// `TokioPgStore::pool` on a URL listing a standby before the primary, without
+/// `target_session_attrs`: its connections go to the writer (the store makes `read-write` the
+/// default for several hosts), answer 503 while only the standby is up and in recovery, and go
+/// to the standby once it is promoted, where retries replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokio_postgres_on_a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
+    let pair = pair(true, NO_LAG).await;
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app",
+        pair.standby.port(),
+        pair.primary.port()
+    );
+    let pool = TokioPgStore::pool(&url, 8).expect("a pool");
+    let server_port = |pool: idemgen_runtime::deadpool_postgres::Pool| async move {
+        let client = pool.get().await.expect("a connection");
+        let row = client
+            .query_one("SELECT inet_server_port()", &[])
+            .await
+            .unwrap();
+        u16::try_from(row.get::<_, i32>(0)).unwrap()
+    };
+    assert_eq!(server_port(pool.clone()).await, pair.primary.port());
+    let exec = |strategy| {
+        Executor::new(
+            TokioPgStore::new(pool.clone()),
+            ExecutorConfig {
+                strategy,
+                ..ExecutorConfig::default()
+            },
+        )
+    };
+    let (separate, in_tx) = (exec(Strategy::SeparateClaim), exec(Strategy::InTransaction));
+    let before = request(scope("alice", "before"), json!({"k": 1}), 1);
+    let first = separate
+        .execute(before.clone(), tokio_pg_id_writer("before".into()))
+        .await
+        .unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+
+    let pair = tokio::task::spawn_blocking(move || {
+        pair.primary
+            .stop("immediate")
+            .expect("stopping the primary");
+        pair
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for exec in [&separate, &in_tx] {
+        match exec
+            .execute(before.clone(), tokio_pg_id_writer("before".into()))
+            .await
+        {
+            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
+            other => panic!("no writer, yet: {other:?}"),
+        }
+    }
+
+    let promoted = Instant::now();
+    let pair = tokio::task::spawn_blocking(move || {
+        idemgen_testdb::promote(&pair.standby).expect("promoting the standby");
+        pair
+    })
+    .await
+    .unwrap();
+    let replay = loop {
+        match separate
+            .execute(before.clone(), tokio_pg_id_writer("before".into()))
+            .await
+        {
+            Ok(outcome) => break outcome,
+            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
+            Err(other) => panic!("{other:?}"),
+        }
+        assert!(
+            promoted.elapsed() < Duration::from_secs(30),
+            "the pool never found the new writer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "multi-host (tokio-postgres): first success {:?} after the promotion began",
+        promoted.elapsed()
+    );
+    assert_eq!(replay.disposition, Disposition::Replayed);
+    assert_eq!(replay.response.body, first.response.body);
+    assert_eq!(server_port(pool.clone()).await, pair.standby.port());
+    for (exec, label) in [(&separate, "after-separate"), (&in_tx, "after-in-tx")] {
+        let done = exec
+            .execute(
+                request(scope("alice", label), json!({"k": 2}), 1),
+                tokio_pg_id_writer(label.into()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+        assert_eq!(done.disposition, Disposition::Executed, "{label}");
+    }
+    let mut direct = sqlx::PgConnection::connect(&pair.standby.url("app"))
+        .await
+        .unwrap();
+    let labels: Vec<String> = sqlx::query_scalar("SELECT label FROM business_writes ORDER BY id")
+        .fetch_all(&mut direct)
+        .await
+        .unwrap();
+    assert_eq!(labels, ["before", "after-separate", "after-in-tx"]);
+    // A store never writes through a read-only session.
+    let read_only = TokioPgStore::pool(&format!("{url}?target_session_attrs=read-only"), 1)
+        .expect_err("refused")
+        .to_string();
+    assert!(read_only.contains("read-only"), "{read_only}");
 }
 
 /// Holds every connection `pool` can give at once (`n`), runs one statement on each, and
