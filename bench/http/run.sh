@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The widgets service's HTTP path under wrk (Debian package `wrk`), for both executor strategies:
+# The widgets service's HTTP path under wrk (Debian package `wrk`), for both stores (`PgStore` on
+# sqlx, `TokioPgStore` on tokio-postgres: WIDGETS_STORE) and both executor strategies:
 # a read (the HTTP floor), the create without idempotency (`POST /plain/widgets`, a bench-only
 # route: the same handler through the same pipeline in one transaction), idempotent creates
 # (fresh keys) and replays (retries of completed keys), against a throwaway PostgreSQL cluster
-# with fsync on (one database per strategy).
+# with fsync on (one database per store and strategy). Each scenario is named with its store
+# after it (`idempotent_create_sqlx`, `replay_tokio_postgres`, …).
 #
-# Usage: [STRATEGIES="separate-claim in-transaction"] [DELAYS="0 0.5 1"] [RUST_LOG=info]
+# Usage: [STORES="sqlx tokio-postgres"] [STRATEGIES="separate-claim in-transaction"]
+#        [DELAYS="0 0.5 1"] [RUST_LOG=info]
 #        [WIDGETS_METRICS=off] [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
 #        bench/http/run.sh [seconds] [connections]
 #
@@ -15,8 +18,8 @@
 # scenario then reports its round trips per request, and a last table its p50/p99 per delay.
 # Unset: the service talks to PostgreSQL directly, and round trips are not counted.
 #
-# Prints each wrk run, then a table per strategy: req/s, p50, p99, the create's ratio to the
-# plain create and the replay's ratio to the read. Writes the results as JSON in idemgen-bench's
+# Prints each wrk run, then a table per store and strategy: req/s, p50, p99, the create's ratio
+# to the plain create (on the same store) and the replay's ratio to the read. Writes the results as JSON in idemgen-bench's
 # shape (`{"scenarios":[{"name","clients","throughput_rps","p50_ms","p99_ms",...}]}`, default
 # target/bench/http.json) and an SVG chart of req/s and p99 per scenario beside it (same name,
 # `.svg`; bench/http/chart.py). WIDGETS_BIN runs a prebuilt binary instead of building one (for
@@ -29,6 +32,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-10}
 conns=${2:-16}
 strategies=${STRATEGIES:-${WIDGETS_STRATEGY:-separate-claim in-transaction}}
+stores=${STORES:-sqlx tokio-postgres}
 json=${JSON:-target/bench/http.json}
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 2; }
 bin=$(dirname "$(readlink -f "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")")
@@ -72,8 +76,10 @@ proxy_pid=
 # The proxy's counters: "<round trips> <connections>".
 proxy_stats() { python3 -c 'import socket, sys; print(socket.create_connection(("127.0.0.1", int(sys.argv[1]))).makefile().readline().strip())' "$1"; }
 [ -n "${PERF_DIR:-}" ] && mkdir -p "$PERF_DIR"
+for store in $stores; do
 for strategy in $strategies; do
-  db="widgets_${strategy//-/_}"
+  config="$store-$strategy"
+  db="widgets_${store//-/_}_${strategy//-/_}"
   psql -q -h 127.0.0.1 -p "$port" -U postgres -c "CREATE DATABASE $db" >/dev/null
   # PG_SOCKET=unix: the service reaches PostgreSQL over its Unix socket instead of TCP loopback.
   if [ "${PG_SOCKET:-tcp}" = unix ]; then direct_url="postgres://postgres@localhost:$port/$db?host=$dir"; else direct_url="postgres://postgres@127.0.0.1:$port/$db"; fi
@@ -82,8 +88,8 @@ for strategy in $strategies; do
   # Starts the service on PostgreSQL at $1 and waits until it answers.
   start_service() {
     DATABASE_URL="$1" WIDGETS_LISTEN="127.0.0.1:$listen_port" \
-      WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) RUST_LOG="${RUST_LOG:-warn}" \
-      "$widgets" >>"$dir/server-$strategy.log" 2>&1 &
+      WIDGETS_STORE="$store" WIDGETS_STRATEGY="$strategy" WIDGETS_POOL_SIZE=$((conns + 4)) \
+      RUST_LOG="${RUST_LOG:-warn}" "$widgets" >>"$dir/server-$config.log" 2>&1 &
     server=$!
     for _ in $(seq 100); do curl -s -o /dev/null -H 'Authorization: Bearer tok1' "$url/widgets" && break; sleep 0.1; done
   }
@@ -127,8 +133,8 @@ SQL
     start_service "postgres://postgres@127.0.0.1:$proxy_port/$db"
   fi
   for scenario in plain plain_create create replay; do
-    run="$strategy-$delay-$scenario"
-    echo "== $strategy $scenario, database delay $delay ($conns connections, ${secs}s)"
+    run="$config-$delay-$scenario"
+    echo "== $store $strategy $scenario, database delay $delay ($conns connections, ${secs}s)"
     # The previous scenario's dirty buffers written first, so its checkpoint work does not run
     # (and count as PostgreSQL CPU) in this one.
     psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "CHECKPOINT" >/dev/null
@@ -155,14 +161,16 @@ SQL
     start_service "$direct_url"
   fi
   done
-  echo "== $strategy widgets rows written by the runs: $(psql -tA -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "SELECT count(*) FROM widgets WHERE owner NOT LIKE 'user-%'")"
+  echo "== $store $strategy widgets rows written by the runs: $(psql -tA -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "SELECT count(*) FROM widgets WHERE owner NOT LIKE 'user-%'")"
   kill "$server"; wait "$server" 2>/dev/null || true; server=
 done
+done
 mkdir -p "$(dirname "$json")"
-python3 - "$dir" "$json" "$secs" "$conns" "$delays" $strategies <<'PY'
+python3 - "$dir" "$json" "$secs" "$conns" "$delays" "$stores" $strategies <<'PY'
 import json, re, sys
-d, out, secs, conns, delays, strategies = (sys.argv[1], sys.argv[2], float(sys.argv[3]),
-                                           int(sys.argv[4]), sys.argv[5].split(), sys.argv[6:])
+d, out, secs, conns, delays, stores, strategies = (
+    sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(),
+    sys.argv[6].split(), sys.argv[7:])
 unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def ticks(path):
     return {p: int(t) for p, t in (line.split() for line in open(path) if line.strip())}
@@ -195,40 +203,45 @@ def wrk(base):
 names = {"plain": "get_widget", "plain_create": "plain_create", "create": "idempotent_create",
          "replay": "replay"}
 scenarios = []
-for strategy in strategies:
-    for delay in delays:
-        runs = {s: wrk(f"{d}/{strategy}-{delay}-{s}") for s in names}
-        get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
-        where = "directly" if delay == "direct" else f"through {delay} ms each way"
-        print(f"\n{strategy}, PostgreSQL {where} ({conns} connections, {secs:g} s each)\n")
-        print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | round trips/req "
-              "| CPU µs/req service | CPU µs/req PostgreSQL |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for s, name in names.items():
-            r = runs[s]
-            r.update(name=name, strategy=strategy, clients=conns,
-                     one_way_delay_ms=None if delay == "direct" else float(delay),
-                     ratio_to_plain=r["throughput_rps"] / plain,
-                     ratio_to_get=r["throughput_rps"] / get)
-            scenarios.append(r)
-            rt = r["round_trips_per_request"]
-            print(f"| {name} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-                  f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
-                  f"| {'-' if rt is None else f'{rt:.2f}'} "
-                  f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
-                  + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))
+for store in stores:
+    tag = store.replace("-", "_")
+    for strategy in strategies:
+        for delay in delays:
+            runs = {s: wrk(f"{d}/{store}-{strategy}-{delay}-{s}") for s in names}
+            get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
+            where = "directly" if delay == "direct" else f"through {delay} ms each way"
+            print(f"\n{store}, {strategy}, PostgreSQL {where} ({conns} connections, {secs:g} s each)\n")
+            print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | round trips/req "
+                  "| CPU µs/req service | CPU µs/req PostgreSQL |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for s, name in names.items():
+                r = runs[s]
+                r.update(name=f"{name}_{tag}", store=store, strategy=strategy, clients=conns,
+                         one_way_delay_ms=None if delay == "direct" else float(delay),
+                         ratio_to_plain=r["throughput_rps"] / plain,
+                         ratio_to_get=r["throughput_rps"] / get)
+                scenarios.append(r)
+                rt = r["round_trips_per_request"]
+                print(f"| {r['name']} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
+                      f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
+                      f"| {'-' if rt is None else f'{rt:.2f}'} "
+                      f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
+                      + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))
 if len(delays) > 1 or delays != ["direct"]:
     print(f"\nLatency by database delay (one way), p50 / p99 ms\n")
     print("| strategy | scenario | " + " | ".join(f"{x} ms" for x in delays) + " |")
     print("|---|---|" + "---:|" * len(delays))
-    for strategy in strategies:
-        for name in names.values():
-            cells = []
-            for delay in delays:
-                r = next(x for x in scenarios if x["strategy"] == strategy and x["name"] == name
-                         and x["one_way_delay_ms"] == (None if delay == "direct" else float(delay)))
-                cells.append(f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}")
-            print(f"| {strategy} | {name} | " + " | ".join(cells) + " |")
+    for store in stores:
+        tag = store.replace("-", "_")
+        for strategy in strategies:
+            for name in names.values():
+                cells = []
+                for delay in delays:
+                    r = next(x for x in scenarios if x["strategy"] == strategy
+                             and x["name"] == f"{name}_{tag}"
+                             and x["one_way_delay_ms"] == (None if delay == "direct" else float(delay)))
+                    cells.append(f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}")
+                print(f"| {strategy} | {name}_{tag} | " + " | ".join(cells) + " |")
 json.dump({"bench": "http", "seconds_per_run": secs, "scenarios": scenarios}, open(out, "w"), indent=2)
 PY
 python3 bench/http/chart.py "$json" "${json%.json}.svg"

@@ -146,8 +146,8 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.expect("blocking task")
 }
 
-/// pg_auto_failover (a monitor, two synchronous nodes) under four widgets processes (two per
-/// strategy) behind one multi-host URL and 16 retrying clients. The primary is killed twice
+/// pg_auto_failover (a monitor, two synchronous nodes) under four widgets processes (one per
+/// strategy and store) behind one multi-host URL and 16 retrying clients. The primary is killed twice
 /// (its keeper first, so nothing restarts it): node a with `pg_ctl -m immediate`, then, once a
 /// has rejoined as the standby, node b with SIGKILL of its whole process group. The monitor
 /// promotes each time; the processes' pools follow the new writer. Afterwards every
@@ -169,14 +169,18 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         ..Launch::default()
     };
     let mut servers = Vec::new();
-    for (n, strategy) in ["separate-claim", "in-transaction"]
-        .iter()
-        .cycle()
-        .take(4)
-        .enumerate()
-    {
+    // Each strategy on each store: sqlx's pools follow the writer through `WriterHosts`,
+    // TokioPgStore's through tokio-postgres's own `read-write` host selection.
+    let processes = [
+        ("sqlx", "separate-claim"),
+        ("sqlx", "in-transaction"),
+        ("tokio-postgres", "separate-claim"),
+        ("tokio-postgres", "in-transaction"),
+    ];
+    for (n, (store, strategy)) in processes.into_iter().enumerate() {
         let env = [
-            ("WIDGETS_STRATEGY", *strategy),
+            ("WIDGETS_STORE", store),
+            ("WIDGETS_STRATEGY", strategy),
             ("WIDGETS_STALE_CLAIM", "2s"),
             ("WIDGETS_POOL_SIZE", "8"),
         ];
@@ -355,7 +359,8 @@ async fn four_processes_through_two_automatic_failovers_lose_no_acknowledged_cre
         "answers no retry may get: {unexpected:?}"
     );
 
-    // Every acknowledged key replays its first body, through every process in turn.
+    // Every acknowledged key replays its first body, through every process in turn: each of
+    // them, on either store, reads from the last writer.
     let acks: Vec<(String, Ack)> = tally.acks.lock().unwrap().clone().into_iter().collect();
     let lost = Arc::new(Mutex::new(Vec::new()));
     let chunks: Vec<Vec<(String, Ack)>> = acks

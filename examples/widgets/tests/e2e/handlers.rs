@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use idemgen_runtime::testing::TestDb;
-use idemgen_runtime::{HandlerError, PgStore, Principal, ProblemKind, TxHandle};
+use idemgen_runtime::{HandlerError, PgStore, Principal, ProblemKind, TokioPgStore, TxHandle};
 use widgets::api::types::NewWidget;
 use widgets::api::*;
 use widgets::service::Widgets;
@@ -108,4 +108,56 @@ async fn delete_removes_only_the_owners_widget() {
         .expect("deleted");
     tx.commit().await.unwrap();
     assert_eq!(rows(&pool).await, 0);
+}
+
+/// The same handler on the pipelining store: it writes through the client of the transaction it
+/// is given, a dropped transaction leaves nothing, and reads see only what committed.
+#[tokio::test]
+async fn on_tokio_postgres_create_writes_through_its_transaction_and_reads_see_the_commit() {
+    let db = TestDb::migrated().await.expect("a test database");
+    let pool = db.pool(2).await.expect("a pool");
+    widgets::migrate(&pool).await.expect("migrations");
+    let tokio_pool = TokioPgStore::pool(&db.url, 4).expect("a tokio-postgres pool");
+    let store = Arc::new(TokioPgStore::new(tokio_pool.clone()));
+    let service = Widgets::on_tokio_postgres(tokio_pool);
+    let alice = Principal::new("alice");
+
+    let mut tx = TxHandle::begin(Arc::clone(&store)).await.unwrap();
+    service
+        .create_widget(&alice, &mut tx, new_widget("Dropped"))
+        .await
+        .expect("created");
+    drop(tx);
+    assert_eq!(rows(&pool).await, 0, "a dropped transaction writes nothing");
+
+    let mut tx = TxHandle::begin(Arc::clone(&store)).await.unwrap();
+    let CreateWidgetResponse::Status201 { body, location } = service
+        .create_widget(&alice, &mut tx, new_widget("  Gear "))
+        .await
+        .expect("created");
+    assert_eq!(body.name, "Gear", "trimmed");
+    assert_eq!(location, format!("/widgets/{}", body.id));
+    assert_eq!(tx.resource_ref(), Some(body.id.to_string().as_str()));
+    let unseen = service
+        .get_widget(&alice, GetWidgetRequest { id: body.id })
+        .await;
+    assert!(
+        matches!(&unseen, Err(HandlerError::Problem(p)) if p.kind() == ProblemKind::NotFound),
+        "uncommitted, yet read: {unseen:?}"
+    );
+    tx.commit().await.unwrap();
+    let GetWidgetResponse::Status200(read) = service
+        .get_widget(&alice, GetWidgetRequest { id: body.id })
+        .await
+        .expect("read");
+    assert_eq!(read, body);
+    let ListWidgetsResponse::Status200(list) = service
+        .list_widgets(&Principal::new("bob"), ListWidgetsRequest { limit: 10 })
+        .await
+        .expect("listed");
+    assert!(
+        list.items.is_empty(),
+        "another owner's widgets are not listed"
+    );
+    assert_eq!(rows(&pool).await, 1);
 }

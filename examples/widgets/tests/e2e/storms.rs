@@ -75,17 +75,18 @@ async fn the_same_storm_across_two_server_processes_makes_one_row() {
     assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 1);
 }
 
+/// Four processes, one per strategy and store (`PgStore` and `TokioPgStore` serve one table of
+/// records at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_storm_across_four_server_processes_and_both_strategies_makes_one_row() {
+async fn the_same_storm_across_four_server_processes_both_strategies_and_both_stores_makes_one_row()
+{
     let db = fresh_db().await;
     let mut servers = Vec::new();
-    for strategy in [
-        "separate-claim",
-        "in-transaction",
-        "separate-claim",
-        "in-transaction",
-    ] {
-        servers.push(Server::start(&db, &[("WIDGETS_STRATEGY", strategy)]).await);
+    for store in ["sqlx", "tokio-postgres"] {
+        for strategy in ["separate-claim", "in-transaction"] {
+            let env = [("WIDGETS_STRATEGY", strategy), ("WIDGETS_STORE", store)];
+            servers.push(Server::start(&db, &env).await);
+        }
     }
     let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
     for round in 0..3 {
@@ -98,8 +99,17 @@ async fn the_same_storm_across_four_server_processes_and_both_strategies_makes_o
 
 #[tokio::test]
 async fn publish_retried_twenty_times_appends_one_outbox_event() {
+    publish_retried("sqlx").await;
+}
+
+#[tokio::test]
+async fn on_tokio_postgres_publish_retried_twenty_times_appends_one_outbox_event() {
+    publish_retried("tokio-postgres").await;
+}
+
+async fn publish_retried(store: &str) {
     let db = fresh_db().await;
-    let server = Server::start(&db, &[]).await;
+    let server = Server::start(&db, &[("WIDGETS_STORE", store)]).await;
     let client = reqwest::Client::new();
     let made = create(&server.base, "tok1", "mk", json!({"name": "Pub"})).await;
     let id = made.body["id"].as_str().unwrap().to_owned();

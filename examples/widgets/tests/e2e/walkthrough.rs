@@ -7,8 +7,18 @@ use crate::support::*;
 
 #[tokio::test]
 async fn readme_walkthrough() {
+    walkthrough("sqlx").await;
+}
+
+/// The same steps on the pipelining store, answer for answer.
+#[tokio::test]
+async fn readme_walkthrough_on_tokio_postgres() {
+    walkthrough("tokio-postgres").await;
+}
+
+async fn walkthrough(store: &str) {
     let db = fresh_db().await;
-    let server = Server::start(&db, &[]).await;
+    let server = Server::start(&db, &[("WIDGETS_STORE", store)]).await;
     let base = server.base.as_str();
     let client = reqwest::Client::new();
 
