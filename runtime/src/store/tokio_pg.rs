@@ -14,11 +14,16 @@
 //! - a read that decides an outcome: the recovery check and the read.
 //!
 //! Statements are prepared once per connection (deadpool-postgres's statement cache), so a
-//! statement after the first costs no parse round trip. A transaction-mode pooler would move those
-//! prepared statements between clients: this store is for direct connections (or a session-mode
-//! pooler), and [`TokioPgStore::check`] refuses a transaction pooler; behind PgBouncer in
-//! transaction mode use `PgStore` with [`Pooler::Transaction`].
+//! statement after the first costs no parse round trip. Behind a transaction-mode pooler
+//! ([`TokioPgStore::with_pooler`] with [`Pooler::Transaction`]) a prepared statement would stay on
+//! a server connection other clients get next; there every statement is sent unnamed with its
+//! parameter types (`query_typed`: parse, bind and execute in one message, so one round trip and
+//! one server connection), the types learned once per store by preparing the statements in one
+//! transaction. Only statements of one transaction are pipelined there (the completion and
+//! `COMMIT`): a pooler may give the server connection to another client at the end of a
+//! transaction, while a pipelined statement behind it is still unanswered.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +31,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{ClientWrapper, Object, Pool, PoolError};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{Json, ToSql};
+use tokio_postgres::types::{Json, ToSql, Type};
 
 use super::postgres::{self as pg, Pooler, PoolerError, SeenKeys, classify_sqlstate};
 use super::rules::{self, ClaimStatements, ClaimStep, RecordRow, ResponseRow};
@@ -54,6 +59,113 @@ const RECORDS_PKEY: &str = "idempotency_records_pkey";
 
 const IN_RECOVERY: &str = "SELECT pg_is_in_recovery()";
 
+/// Every statement the store sends with parameters: behind a transaction pooler their types
+/// are learned together, once ([`Statements`]).
+const STATEMENTS: [&str; 12] = [
+    pg::LOOK,
+    pg::CLAIM,
+    pg::TAKE_OVER,
+    INSERT_COMPLETED_OR_FAIL,
+    COMPLETE_OR_FAIL,
+    pg::RELEASE,
+    IN_RECOVERY,
+    pg::SELECT_RECORD,
+    pg::TOMBSTONE,
+    pg::RENEW_LEASE,
+    pg::END_LEASE,
+    pg::PURGE_EXPIRED,
+];
+
+/// How the store sends its statements: prepared once per connection, or, behind a transaction
+/// pooler, unnamed with their parameter types.
+#[derive(Debug, Clone, Default)]
+struct Statements {
+    /// `Some` behind a transaction pooler: each statement's parameter types, learned on the first
+    /// connection the store takes.
+    unnamed: Option<Arc<tokio::sync::OnceCell<ParamTypes>>>,
+}
+
+/// Each statement's parameter types, by its text.
+type ParamTypes = HashMap<&'static str, Vec<Type>>;
+
+impl Statements {
+    /// Runs `sql` and returns its rows and how many rows it changed.
+    async fn run(
+        &self,
+        client: &ClientWrapper,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, u64), tokio_postgres::Error> {
+        use futures_util::TryStreamExt as _;
+        let stream = match self.unnamed.as_ref().and_then(|types| types.get()) {
+            Some(types) => {
+                // Learned for every statement before the connection was handed out.
+                let types = types.get(sql).map_or(&[][..], Vec::as_slice);
+                let typed = params.iter().zip(types).map(|(p, t)| (*p, t.clone()));
+                client.query_typed_raw(sql, typed).await?
+            }
+            None => {
+                // Cached after a connection's first use: no round trip.
+                let prepared = client.prepare_cached(sql).await?;
+                client.query_raw(&prepared, params.iter().copied()).await?
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        let mut rows = Vec::new();
+        while let Some(row) = stream.try_next().await? {
+            rows.push(row);
+        }
+        let changed = stream.rows_affected().unwrap_or(0);
+        Ok((rows, changed))
+    }
+
+    /// Behind a transaction pooler, learns the statements' parameter types on `client` (idle,
+    /// just taken from a pool) if no connection did yet: prepared, described and closed in one
+    /// transaction, so nothing stays on the server connection. Once per store.
+    async fn learn(&self, client: &ClientWrapper) -> Result<(), StoreError> {
+        let Some(types) = &self.unnamed else {
+            return Ok(());
+        };
+        types
+            .get_or_try_init(|| async {
+                client.batch_execute("BEGIN").await.map_err(classify)?;
+                let prepared = futures_util::future::join_all(
+                    STATEMENTS.iter().map(|sql| client.prepare(sql)),
+                )
+                .await;
+                let mut learned = HashMap::new();
+                let mut failed = None;
+                for (sql, statement) in STATEMENTS.iter().zip(prepared) {
+                    match statement {
+                        Ok(statement) => {
+                            learned.insert(*sql, statement.params().to_vec());
+                        }
+                        Err(e) => failed = failed.or(Some(e)),
+                    }
+                }
+                // The statements were dropped above, each closing itself before this `COMMIT`
+                // (or `ROLLBACK`, when one failed) is sent.
+                match failed {
+                    None => {
+                        client.batch_execute("COMMIT").await.map_err(classify)?;
+                        Ok(learned)
+                    }
+                    Some(e) => {
+                        let _ = client.batch_execute("ROLLBACK").await;
+                        Err(classify(e))
+                    }
+                }
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Whether statements are sent unnamed (behind a transaction pooler).
+    fn unnamed(&self) -> bool {
+        self.unnamed.is_some()
+    }
+}
+
 /// The PostgreSQL store on tokio-postgres, with deadpool-postgres pools. Handlers write through
 /// [`TxHandle::conn`](crate::TxHandle), the pooled client inside the attempt's transaction.
 ///
@@ -65,6 +177,8 @@ pub struct TokioPgStore {
     claim_pool: Pool,
     synchronous_claims: bool,
     seen: Arc<SeenKeys>,
+    pooler: Pooler,
+    statements: Statements,
 }
 
 /// The business transaction handlers write through: the pooled client, inside the transaction the
@@ -120,17 +234,16 @@ impl TokioPgTx {
     /// transaction's outcome.
     async fn complete_and_commit(
         &mut self,
-        statement: &str,
+        statements: &Statements,
+        statement: &'static str,
         params: &[&(dyn ToSql + Sync)],
         lost: fn(&tokio_postgres::error::DbError) -> bool,
     ) -> Result<bool, StoreError> {
-        let client = self.client();
-        // Cached after a connection's first use: no round trip.
-        let prepared = client.prepare_cached(statement).await.map_err(classify)?;
         self.state = TxState::InDoubt;
         let client = self.client();
+        // Both in the one transaction, so pipelined behind a transaction pooler too.
         let (done, commit) = tokio::join!(
-            client.query(&prepared, params),
+            statements.run(client, statement, params),
             client.batch_execute("COMMIT")
         );
         let commit_answered = match &commit {
@@ -307,29 +420,32 @@ fn record_from_row(row: &Row) -> Result<Record, StoreError> {
     .into_record()
 }
 
-/// Runs `sql` (prepared once per connection) and returns its rows.
-async fn query(
-    client: &ClientWrapper,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<Vec<Row>, StoreError> {
-    let statement = client.prepare_cached(sql).await.map_err(classify)?;
-    client.query(&statement, params).await.map_err(classify)
-}
+impl Statements {
+    /// [`Statements::run`]: its rows.
+    async fn query(
+        &self,
+        client: &ClientWrapper,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        Ok(self.run(client, sql, params).await.map_err(classify)?.0)
+    }
 
-/// Runs `sql` (prepared once per connection) and returns how many rows it changed.
-async fn execute(
-    client: &ClientWrapper,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<u64, StoreError> {
-    let statement = client.prepare_cached(sql).await.map_err(classify)?;
-    client.execute(&statement, params).await.map_err(classify)
+    /// [`Statements::run`]: how many rows it changed.
+    async fn execute(
+        &self,
+        client: &ClientWrapper,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        Ok(self.run(client, sql, params).await.map_err(classify)?.1)
+    }
 }
 
 /// The claim's statements on one client.
 struct TokioClaim<'c> {
     client: &'c ClientWrapper,
+    statements: &'c Statements,
     synchronous: bool,
     hash: [u8; 32],
 }
@@ -341,25 +457,27 @@ impl ClaimStatements for TokioClaim<'_> {
         request: &ClaimRequest<'_>,
     ) -> Result<ClaimStep, StoreError> {
         let scope = request.scope;
-        let rows = query(
-            self.client,
-            pg::CLAIM,
-            &[
-                &&self.hash[..],
-                &scope.owner,
-                &scope.operation,
-                &scope.resource_scope,
-                &scope.key.as_str(),
-                &request.fingerprint.as_str(),
-                &request.fingerprint_version,
-                &pg::secs(request.stale_after),
-                &request.token.0,
-                &request.retention.map(pg::secs),
-                &request.holder.map(|h| h.0),
-                &self.synchronous,
-            ],
-        )
-        .await?;
+        let rows = self
+            .statements
+            .query(
+                self.client,
+                pg::CLAIM,
+                &[
+                    &&self.hash[..],
+                    &scope.owner,
+                    &scope.operation,
+                    &scope.resource_scope,
+                    &scope.key.as_str(),
+                    &request.fingerprint.as_str(),
+                    &request.fingerprint_version,
+                    &pg::secs(request.stale_after),
+                    &request.token.0,
+                    &request.retention.map(pg::secs),
+                    &request.holder.map(|h| h.0),
+                    &self.synchronous,
+                ],
+            )
+            .await?;
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Other("the claim returned no row".into()))?;
@@ -384,20 +502,22 @@ impl ClaimStatements for TokioClaim<'_> {
         request: &ClaimRequest<'_>,
         held_by: Option<ClaimToken>,
     ) -> Result<bool, StoreError> {
-        let taken = execute(
-            self.client,
-            pg::TAKE_OVER,
-            &[
-                &&self.hash[..],
-                &request.fingerprint.as_str(),
-                &request.fingerprint_version,
-                &request.token.0,
-                &held_by.map(|t| t.0),
-                &pg::secs(request.stale_after),
-                &request.holder.map(|h| h.0),
-            ],
-        )
-        .await?;
+        let taken = self
+            .statements
+            .execute(
+                self.client,
+                pg::TAKE_OVER,
+                &[
+                    &&self.hash[..],
+                    &request.fingerprint.as_str(),
+                    &request.fingerprint_version,
+                    &request.token.0,
+                    &held_by.map(|t| t.0),
+                    &pg::secs(request.stale_after),
+                    &request.holder.map(|h| h.0),
+                ],
+            )
+            .await?;
         Ok(taken == 1)
     }
 }
@@ -412,6 +532,8 @@ impl TokioPgStore {
             pool,
             synchronous_claims: false,
             seen: Arc::default(),
+            pooler: Pooler::Direct,
+            statements: Statements::default(),
         }
     }
 
@@ -482,21 +604,55 @@ impl TokioPgStore {
         self
     }
 
+    /// Serves behind `pooler`. [`Pooler::Transaction`] (PgBouncer's `pool_mode = transaction`):
+    /// every statement of the store is sent unnamed with its parameter types, each business
+    /// `BEGIN` deallocates what other clients left on its server connection, and only the
+    /// statements of one transaction are pipelined (a fresh create keeps its round trips; the
+    /// gate's `ROLLBACK` and a read's recovery check then go one round trip before theirs).
+    /// Handlers there send their statements with `query_typed` (or, without parameters,
+    /// `batch_execute`): a statement `prepare`d or `prepare_cached` on one server connection is
+    /// not on the next. [`Pooler::Direct`] (the default) and [`Pooler::Session`] change nothing.
+    pub fn with_pooler(mut self, pooler: Pooler) -> TokioPgStore {
+        self.pooler = pooler;
+        self.statements = match pooler {
+            Pooler::Transaction => Statements {
+                unnamed: Some(Arc::default()),
+            },
+            Pooler::Direct | Pooler::Session => Statements::default(),
+        };
+        self
+    }
+
     /// The business pool.
     pub fn pool_ref(&self) -> &Pool {
         &self.pool
     }
 
     /// Checks, before serving, that both pools reach PostgreSQL directly or through a session
-    /// pooler: a pooler in transaction mode is refused (see [`PgStore::check`](super::PgStore::check)
-    /// for how it is detected, and its limits). A pool of one connection cannot be probed.
+    /// pooler unless [`TokioPgStore::with_pooler`] declared a transaction pooler: an undeclared
+    /// pooler in transaction mode is refused (see [`PgStore::check`](super::PgStore::check) for
+    /// how it is detected, and its limits). A pool of one connection cannot be probed.
     pub async fn check(&self) -> Result<(), PoolerError> {
+        if self.pooler == Pooler::Transaction {
+            // Declared: the statements are sent for one.
+            return Ok(());
+        }
         check_pool(&self.pool, "business").await?;
         check_pool(&self.claim_pool, "claim").await
     }
 
     async fn get(pool: &Pool) -> Result<Object, StoreError> {
         pool.get().await.map_err(pool_error)
+    }
+
+    /// A connection of `pool` for the store's statements: behind a transaction pooler, the
+    /// statements' types are learned on it first if they are not yet.
+    async fn connection(&self, pool: &Pool) -> Result<Object, StoreError> {
+        let client = Self::get(pool).await?;
+        if self.statements.unnamed() {
+            self.statements.learn(&client).await?;
+        }
+        Ok(client)
     }
 
     /// A connection taken for a transaction: in doubt until its `BEGIN` is answered.
@@ -515,9 +671,10 @@ impl Store for TokioPgStore {
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
         let hash = request.scope.hash();
-        let client = Self::get(&self.claim_pool).await?;
+        let client = self.connection(&self.claim_pool).await?;
         let mut statements = TokioClaim {
             client: &client,
+            statements: &self.statements,
             synchronous: self.synchronous_claims,
             hash,
         };
@@ -545,8 +702,9 @@ impl Store for TokioPgStore {
         } else {
             &self.claim_pool
         };
-        let client = Self::get(pool).await?;
-        let rows = query(&client, pg::LOOK, &[&&hash[..], &pg::secs(stale_after)]).await?;
+        let client = self.connection(pool).await?;
+        let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &pg::secs(stale_after)];
+        let rows = self.statements.query(&client, pg::LOOK, &params).await?;
         match rows.first().map(record_from_row).transpose()? {
             Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
             Some(_) => Ok(None),
@@ -558,19 +716,24 @@ impl Store for TokioPgStore {
     }
 
     async fn begin(&self) -> Result<TokioPgTx, StoreError> {
-        let mut tx = Self::beginning(Self::get(&self.pool).await?);
-        tx.client().batch_execute("BEGIN").await.map_err(classify)?;
+        let mut tx = Self::beginning(self.connection(&self.pool).await?);
+        let begin = if self.pooler == Pooler::Transaction {
+            pg::BEGIN_DEALLOCATING
+        } else {
+            "BEGIN"
+        };
+        tx.client().batch_execute(begin).await.map_err(classify)?;
         tx.state = TxState::Open;
         Ok(tx)
     }
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<TokioPgTx>, StoreError> {
         let hash = request.scope.hash();
-        let mut tx = Self::beginning(Self::get(&self.pool).await?);
+        let mut tx = Self::beginning(self.connection(&self.pool).await?);
         // `BEGIN` and the gate in one round trip (literals the runtime computed).
         let failure = match tx
             .client()
-            .batch_execute(&pg::gated_begin(&hash, Pooler::Direct))
+            .batch_execute(&pg::gated_begin(&hash, self.pooler))
             .await
         {
             Ok(()) => {
@@ -586,19 +749,29 @@ impl Store for TokioPgStore {
                 Ok(Gate::Busy)
             }
             Some(pg::GATE_RECORD) => {
-                // The rollback and the read in one round trip (the read is sent after the
-                // `ROLLBACK`, so even its first prepare runs outside the aborted transaction).
-                tx.state = TxState::InDoubt;
-                let client = tx.client();
                 let secs = pg::secs(request.stale_after);
                 let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &secs];
-                let (rolled_back, rows) = tokio::join!(
-                    client.batch_execute("ROLLBACK"),
-                    query(client, pg::SELECT_RECORD, &params)
-                );
-                rolled_back.map_err(classify)?;
-                tx.state = TxState::Ended;
-                let rows = rows?;
+                let rows = if self.statements.unnamed() {
+                    // Behind a transaction pooler the read follows the rollback's answer: the
+                    // transaction's end may hand the server connection to another client.
+                    tx.end("ROLLBACK").await.map_err(classify)?;
+                    self.statements
+                        .query(tx.client(), pg::SELECT_RECORD, &params)
+                        .await?
+                } else {
+                    // The rollback and the read in one round trip (the read is sent after the
+                    // `ROLLBACK`, so even its first prepare runs outside the aborted
+                    // transaction).
+                    tx.state = TxState::InDoubt;
+                    let client = tx.client();
+                    let (rolled_back, rows) = tokio::join!(
+                        client.batch_execute("ROLLBACK"),
+                        self.statements.query(client, pg::SELECT_RECORD, &params)
+                    );
+                    rolled_back.map_err(classify)?;
+                    tx.state = TxState::Ended;
+                    rows?
+                };
                 self.seen.insert(hash);
                 Ok(Gate::Existing(
                     rows.first().map(record_from_row).transpose()?,
@@ -627,6 +800,7 @@ impl Store for TokioPgStore {
         let retention = request.retention.map(pg::secs);
         let done = tx
             .complete_and_commit(
+                &self.statements,
                 INSERT_COMPLETED_OR_FAIL,
                 &[
                     &&hash[..],
@@ -667,6 +841,7 @@ impl Store for TokioPgStore {
         let status = pg::stored_status(response)?;
         let headers = Json(&response.headers);
         tx.complete_and_commit(
+            &self.statements,
             COMPLETE_OR_FAIL,
             &[
                 &&hash[..],
@@ -704,8 +879,10 @@ impl Store for TokioPgStore {
 
     async fn release(&self, scope: &Scope, token: ClaimToken) -> Result<(), StoreError> {
         let hash = scope.hash();
-        let client = Self::get(&self.claim_pool).await?;
-        execute(&client, pg::RELEASE, &[&&hash[..], &token.0]).await?;
+        let client = self.connection(&self.claim_pool).await?;
+        self.statements
+            .execute(&client, pg::RELEASE, &[&&hash[..], &token.0])
+            .await?;
         Ok(())
     }
 
@@ -714,31 +891,42 @@ impl Store for TokioPgStore {
         scope: &Scope,
         stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
-        let client = Self::get(&self.pool).await?;
+        let client = self.connection(&self.pool).await?;
         let hash = scope.hash();
         let secs = pg::secs(stale_after);
-        let recovery = client.prepare_cached(IN_RECOVERY).await.map_err(classify)?;
-        let select = client
-            .prepare_cached(pg::SELECT_RECORD)
-            .await
-            .map_err(classify)?;
         let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &secs];
-        // The recovery check and the read in one round trip. Reads decide outcomes: never from a
-        // server in recovery, whose records may lag the writer's.
-        let (in_recovery, rows) = tokio::join!(
-            client.query_one(&recovery, &[]),
-            client.query(&select, &params)
-        );
-        let in_recovery: bool = in_recovery.map_err(classify)?.get(0);
+        // Reads decide outcomes: never from a server in recovery, whose records may lag the
+        // writer's. The recovery check and the read in one round trip; behind a transaction
+        // pooler one after the other (each its own transaction, maybe on another server
+        // connection: the check's is the one that matters, and a pooler's servers share a
+        // writer).
+        let statements = &self.statements;
+        let (in_recovery, rows) = if statements.unnamed() {
+            let in_recovery = statements.query(&client, IN_RECOVERY, &[]).await;
+            (
+                in_recovery,
+                statements.query(&client, pg::SELECT_RECORD, &params).await,
+            )
+        } else {
+            tokio::join!(
+                statements.query(&client, IN_RECOVERY, &[]),
+                statements.query(&client, pg::SELECT_RECORD, &params)
+            )
+        };
+        let in_recovery: bool = match in_recovery?.first() {
+            Some(row) => row.try_get(0).map_err(decode_error)?,
+            None => {
+                return Err(StoreError::Other(
+                    "pg_is_in_recovery() returned no row".into(),
+                ));
+            }
+        };
         if in_recovery {
             return Err(StoreError::Unavailable(
                 "the store's server is in recovery (a standby), not the writer".into(),
             ));
         }
-        rows.map_err(classify)?
-            .first()
-            .map(record_from_row)
-            .transpose()
+        rows?.first().map(record_from_row).transpose()
     }
 
     async fn tombstone_resource(
@@ -748,12 +936,13 @@ impl Store for TokioPgStore {
         operation: &str,
         resource_ref: &str,
     ) -> Result<u64, StoreError> {
-        execute(
-            tx.client(),
-            pg::TOMBSTONE,
-            &[&owner, &operation, &resource_ref],
-        )
-        .await
+        self.statements
+            .execute(
+                tx.client(),
+                pg::TOMBSTONE,
+                &[&owner, &operation, &resource_ref],
+            )
+            .await
     }
 
     async fn renew_lease(
@@ -761,25 +950,30 @@ impl Store for TokioPgStore {
         holder: HolderId,
         expires_after: Duration,
     ) -> Result<bool, StoreError> {
-        let client = Self::get(&self.claim_pool).await?;
-        execute(
-            &client,
-            pg::RENEW_LEASE,
-            &[&holder.0, &pg::secs(expires_after)],
-        )
-        .await?;
+        let client = self.connection(&self.claim_pool).await?;
+        self.statements
+            .execute(
+                &client,
+                pg::RENEW_LEASE,
+                &[&holder.0, &pg::secs(expires_after)],
+            )
+            .await?;
         Ok(true)
     }
 
     async fn end_lease(&self, holder: HolderId) -> Result<(), StoreError> {
-        let client = Self::get(&self.claim_pool).await?;
-        execute(&client, pg::END_LEASE, &[&holder.0]).await?;
+        let client = self.connection(&self.claim_pool).await?;
+        self.statements
+            .execute(&client, pg::END_LEASE, &[&holder.0])
+            .await?;
         Ok(())
     }
 
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
-        let client = Self::get(&self.pool).await?;
-        execute(&client, pg::PURGE_EXPIRED, &[&batch_size]).await
+        let client = self.connection(&self.pool).await?;
+        self.statements
+            .execute(&client, pg::PURGE_EXPIRED, &[&batch_size])
+            .await
     }
 }
 

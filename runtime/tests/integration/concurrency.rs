@@ -90,6 +90,18 @@ async fn sixty_four_attempts_one_key_in_transaction_on_tokio_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim_on_tokio_postgres_through_pgbouncer_transaction_mode()
+ {
+    storm_on(tokio_pgbouncer_transaction_env(storm_config(Strategy::SeparateClaim)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_in_transaction_on_tokio_postgres_through_pgbouncer_transaction_mode()
+ {
+    storm_on(tokio_pgbouncer_transaction_env(storm_config(Strategy::InTransaction)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_attempts_one_key_separate_claim_through_pgbouncer_transaction_mode() {
     let env = pgbouncer_env(storm_config(Strategy::SeparateClaim), PoolMode::Transaction).await;
     storm_on(env).await;

@@ -1,6 +1,7 @@
 //! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
 //! `contract!` macro runs it on PostgreSQL (directly, and through PgBouncer in transaction and in
-//! session pooling mode; and on tokio-postgres, the pipelining store), on SQLite (a temporary file) and in memory, separate-claim and
+//! session pooling mode; and on tokio-postgres, the pipelining store, directly and through
+//! PgBouncer in both modes), on SQLite (a temporary file) and in memory, separate-claim and
 //! in-transaction.
 
 use std::sync::Arc;
@@ -42,6 +43,14 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn tokio_postgres_pgbouncer_session_in_transaction() {
                 super::$case(tokio_pgbouncer_session_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_pgbouncer_transaction_separate_claim() {
+                super::$case(tokio_pgbouncer_transaction_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_pgbouncer_transaction_in_transaction() {
+                super::$case(tokio_pgbouncer_transaction_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn pgbouncer_transaction_separate_claim() {

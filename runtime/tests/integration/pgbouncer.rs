@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::{Disposition, ExecuteError};
+use idemgen_runtime::engine::{Disposition, ExecuteError, HandlerFuture};
 use idemgen_runtime::{
-    Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Strategy, TokioPgStore,
+    Executor, ExecutorConfig, PgStore, Pooler, PoolerError, Store, Strategy, TokioPgStore, TxHandle,
 };
 use idemgen_testdb::{Cluster, ClusterOptions, PgBouncer, PoolMode, TestDb};
 use serde_json::json;
@@ -106,10 +106,11 @@ async fn check_accepts_matching_configurations() {
     }
 }
 
-/// `TokioPgStore::check` refuses a transaction pooler (its statements are prepared on their
-/// connection) and accepts a session pooler and direct connections.
+/// `TokioPgStore::check` refuses an undeclared transaction pooler (its statements are then
+/// prepared on their connection) and accepts a declared one, a session pooler and direct
+/// connections.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokio_postgres_check_refuses_a_transaction_pooler_only() {
+async fn tokio_postgres_check_refuses_an_undeclared_transaction_pooler_only() {
     let (db, _direct) = fresh_pg(2).await;
     let through = |mode| {
         let url = bouncer_url(shared_bouncer(mode, &db), &db);
@@ -133,6 +134,11 @@ async fn tokio_postgres_check_refuses_a_transaction_pooler_only() {
         refused.to_string().contains("Pooler::Transaction"),
         "{refused}"
     );
+    through(PoolMode::Transaction)
+        .with_pooler(Pooler::Transaction)
+        .check()
+        .await
+        .expect("a declared transaction pooler");
     through(PoolMode::Session)
         .check()
         .await
@@ -141,6 +147,108 @@ async fn tokio_postgres_check_refuses_a_transaction_pooler_only() {
         .check()
         .await
         .expect("direct connections");
+}
+
+/// Behind PgBouncer in transaction mode, `TokioPgStore` declared for it leaves no prepared
+/// statement on any server connection: after 12 clients over the pooler's 8 server connections
+/// ran fresh creates, retries and replays on both strategies, each of the 8 (held at once, so
+/// all of them) has none. A statement prepared the usual way through the same pooler is then
+/// found on one: what an undeclared store would leave for the next client there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokio_postgres_declared_for_a_transaction_pooler_leaves_no_prepared_statement() {
+    use idemgen_runtime::tokio_postgres;
+    let (separate, url) = tokio_pgbouncer_transaction_env_at(ExecutorConfig::default()).await;
+    let in_tx = Env {
+        exec: Executor::new(
+            separate.exec.store().clone(),
+            ExecutorConfig {
+                strategy: Strategy::InTransaction,
+                ..ExecutorConfig::default()
+            },
+        ),
+        ..separate.clone()
+    };
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let env = if t % 2 == 0 {
+            separate.clone()
+        } else {
+            in_tx.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            for n in 0..10 {
+                let label = format!("t{t}-{n}");
+                let req = request(scope("alice", &label), json!({"n": n}), 1);
+                for _ in 0..2 {
+                    let done = attempt(&env, req.clone(), Plan::created(&label))
+                        .await
+                        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+                    assert_eq!(done.response.status, 201, "{label}");
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for t in 0..16 {
+        for n in 0..10 {
+            assert_eq!(separate.ledger.count(&format!("t{t}-{n}")).await, 1);
+        }
+    }
+    // Every server connection at once: eight clients, each inside a transaction.
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("a client through PgBouncer");
+        tokio::spawn(connection);
+        clients.push(client);
+    }
+    let seen = sample(&clients).await;
+    let pids: std::collections::HashSet<i32> = seen.iter().map(|(pid, _)| *pid).collect();
+    assert_eq!(pids.len(), 8, "every server connection sampled: {seen:?}");
+    assert!(
+        seen.iter().all(|(_, statements)| *statements == 0),
+        "prepared statements left on server connections: {seen:?}"
+    );
+    // The probe sees a statement left the usual way.
+    let (leaver, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let left = leaver.prepare("SELECT 1").await.unwrap();
+    let seen = sample(&clients).await;
+    assert!(
+        seen.iter().any(|(_, statements)| *statements > 0),
+        "a named statement is visible to the probe: {seen:?}"
+    );
+    drop(left);
+}
+
+/// Each client's server connection: its backend pid and the named statements prepared there,
+/// all sampled inside one transaction per client (so no two clients share one).
+async fn sample(clients: &[idemgen_runtime::tokio_postgres::Client]) -> Vec<(i32, i64)> {
+    let mut seen = Vec::new();
+    for client in clients {
+        client.batch_execute("BEGIN").await.unwrap();
+    }
+    for client in clients {
+        let row = client
+            .query_one(
+                "SELECT pg_backend_pid(), \
+                        (SELECT count(*) FROM pg_prepared_statements \
+                          WHERE statement NOT LIKE '%pg_prepared_statements%')",
+                &[],
+            )
+            .await
+            .unwrap();
+        seen.push((row.get::<_, i32>(0), row.get::<_, i64>(1)));
+    }
+    for client in clients {
+        client.batch_execute("COMMIT").await.unwrap();
+    }
+    seen
 }
 
 /// What a restart-under-load test restarts.
@@ -154,9 +262,7 @@ enum Restarted {
 
 /// Clients create keys through the executor and PgBouncer while PgBouncer, or PostgreSQL
 /// behind it, is restarted twice; then every key has one write and replays its first result.
-async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarted) {
-    const CLIENTS: usize = 8;
-    const KEYS_PER_CLIENT: usize = 6;
+async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarted, driver: Driver) {
     // A server of this test's own when it is the one restarted.
     let cluster = match what {
         Restarted::PgBouncer => None,
@@ -188,28 +294,61 @@ async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarte
         .unwrap()
         .expect("a dedicated PgBouncer");
     let bouncer = Arc::new(bouncer);
-    let pool = PgPoolOptions::new()
-        .max_connections(12)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect_with(pooler_for(mode).connect_options(bouncer.options(&db.name)))
-        .await
-        .unwrap();
-    let store = PgStore::new(pool).with_pooler(pooler_for(mode));
-    store.check().await.expect("pooler check");
     // A lease longer than a restart can take on a loaded machine. While the pooler or the
     // server is down the executor's renewals fail too, and a lease that lapses makes this live
     // executor's own claims stale, so its retries would take them over: the protocol's answer to
     // a holder that stopped renewing (leases.rs), not what this test is about. Here every claim a
     // cut attempt left must be released behind by its token, or its key would wait out
     // `stale_claim` (the 40 s convergence bound fails), and nothing is ever taken over.
-    let exec = Executor::new(
-        store,
-        ExecutorConfig {
-            strategy,
-            lease_expiry: Some(Duration::from_secs(60)),
-            ..ExecutorConfig::default()
-        },
-    );
+    let config = ExecutorConfig {
+        strategy,
+        lease_expiry: Some(Duration::from_secs(60)),
+        ..ExecutorConfig::default()
+    };
+    match driver {
+        Driver::Sqlx => {
+            let pool = PgPoolOptions::new()
+                .max_connections(12)
+                .acquire_timeout(Duration::from_secs(1))
+                .connect_with(pooler_for(mode).connect_options(bouncer.options(&db.name)))
+                .await
+                .unwrap();
+            let store = PgStore::new(pool).with_pooler(pooler_for(mode));
+            store.check().await.expect("pooler check");
+            let exec = Executor::new(store, config);
+            let writer = |label, delay| Box::new(pg_slow_id_writer(label, delay)) as _;
+            under_restarts(exec, writer, bouncer, cluster, db, (mode, strategy, what)).await;
+        }
+        Driver::TokioPostgres => {
+            let pool = TokioPgStore::pool(&bouncer_url(&bouncer, &db), 12).unwrap();
+            let store = TokioPgStore::new(pool).with_pooler(pooler_for(mode));
+            store.check().await.expect("pooler check");
+            let exec = Executor::new(store, config);
+            let writer = |label, delay| Box::new(tokio_pg_typed_slow_id_writer(label, delay)) as _;
+            under_restarts(exec, writer, bouncer, cluster, db, (mode, strategy, what)).await;
+        }
+    }
+}
+
+/// A handler writing its key's label, then sleeping the given time inside its transaction.
+type SlowWriter<S> = fn(String, Duration) -> BoxedWriter<S>;
+type BoxedWriter<S> = Box<
+    dyn for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+>;
+
+/// [`restarted_under_load`] on `exec`, once set up.
+async fn under_restarts<S: Store>(
+    exec: Executor<S>,
+    writer: SlowWriter<S>,
+    bouncer: Arc<PgBouncer>,
+    cluster: Option<Arc<Cluster>>,
+    db: TestDb,
+    (mode, strategy, what): (PoolMode, Strategy, Restarted),
+) {
+    const CLIENTS: usize = 8;
+    const KEYS_PER_CLIENT: usize = 6;
     let over = Arc::new(AtomicBool::new(false));
     let restarter = {
         let (bouncer, cluster, over) = (bouncer.clone(), cluster.clone(), over.clone());
@@ -253,7 +392,7 @@ async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarte
                             started.elapsed() < Duration::from_secs(40),
                             "{label} never converged: {last}"
                         );
-                        let writer = pg_slow_id_writer(label.clone(), Duration::from_millis(10));
+                        let writer = writer(label.clone(), Duration::from_millis(10));
                         match exec.execute(req.clone(), writer).await {
                             Ok(outcome) => break outcome,
                             Err(ExecuteError::Problem(p)) => {
@@ -299,7 +438,7 @@ async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarte
         let again = exec
             .execute(
                 request(scope("alice", label), json!({"k": k}), 1),
-                pg_slow_id_writer(label.clone(), Duration::ZERO),
+                writer(label.clone(), Duration::ZERO),
             )
             .await
             .unwrap_or_else(|e| panic!("{label}: {e:?}"));
@@ -307,17 +446,29 @@ async fn restarted_under_load(mode: PoolMode, strategy: Strategy, what: Restarte
         assert_eq!(&again.response.body, body, "{label}");
     }
     eprintln!(
-        "PgBouncer {mode:?}, {strategy:?}, {what:?} restarted: {} keys, {failures} failed \
-         attempts across 2 restarts",
+        "{} behind PgBouncer {mode:?}, {strategy:?}, {what:?} restarted: {} keys, {failures} \
+         failed attempts across 2 restarts",
+        std::any::type_name::<S>(),
         runs.len()
     );
 }
 
+/// Which store a restart-under-load test runs.
+#[derive(Debug, Clone, Copy)]
+enum Driver {
+    /// `PgStore`.
+    Sqlx,
+    /// `TokioPgStore`, its handler's statement unnamed (as behind a transaction pooler).
+    TokioPostgres,
+}
+
 macro_rules! restart_tests {
-    ($($name:ident: $mode:ident, $strategy:ident, $what:ident;)*) => {$(
+    ($($name:ident: $mode:ident, $strategy:ident, $what:ident $(, $driver:ident)?;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            restarted_under_load(PoolMode::$mode, Strategy::$strategy, Restarted::$what).await;
+            let driver = [$(Driver::$driver,)? Driver::Sqlx][0];
+            restarted_under_load(PoolMode::$mode, Strategy::$strategy, Restarted::$what, driver)
+                .await;
         }
     )*};
 }
@@ -331,6 +482,10 @@ restart_tests! {
     postgres_behind_pgbouncer_transaction_mode_restarted_under_load_in_transaction: Transaction, InTransaction, Postgres;
     postgres_behind_pgbouncer_session_mode_restarted_under_load_separate_claim: Session, SeparateClaim, Postgres;
     postgres_behind_pgbouncer_session_mode_restarted_under_load_in_transaction: Session, InTransaction, Postgres;
+    tokio_postgres_pgbouncer_transaction_mode_restarted_under_load_separate_claim: Transaction, SeparateClaim, PgBouncer, TokioPostgres;
+    tokio_postgres_pgbouncer_transaction_mode_restarted_under_load_in_transaction: Transaction, InTransaction, PgBouncer, TokioPostgres;
+    tokio_postgres_behind_pgbouncer_transaction_mode_restarted_under_load_separate_claim: Transaction, SeparateClaim, Postgres, TokioPostgres;
+    tokio_postgres_behind_pgbouncer_transaction_mode_restarted_under_load_in_transaction: Transaction, InTransaction, Postgres, TokioPostgres;
 }
 
 /// Creates per second of `CREATES` fresh keys from `CONCURRENCY` tasks on `exec`; asserts one

@@ -102,6 +102,31 @@ impl Business<TokioPgStore> for TokioPgBusiness {
     }
 }
 
+/// [`TokioPgBusiness`] behind a transaction pooler: its statement unnamed, with its parameter
+/// type (`query_typed`), as a handler writes there.
+struct TokioPgTypedBusiness;
+
+impl Business<TokioPgStore> for TokioPgTypedBusiness {
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<TokioPgStore>,
+        label: String,
+    ) -> HandlerFuture<'a, (), String> {
+        Box::pin(async move {
+            use idemgen_runtime::tokio_postgres::types::Type;
+            let client = tx.conn().await.map_err(|e| e.to_string())?;
+            client
+                .query_typed(
+                    "INSERT INTO business_writes (label) VALUES ($1)",
+                    &[(&label, Type::TEXT)],
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
 #[derive(Default, Clone)]
 struct MemBusiness(Arc<Mutex<Vec<String>>>);
 
@@ -446,6 +471,36 @@ pub fn tokio_pg_id_writer(
     tokio_pg_slow_id_writer(label, Duration::ZERO)
 }
 
+/// [`tokio_pg_slow_id_writer`] with its statement unnamed and typed (`query_typed`), as a handler
+/// writes behind a transaction pooler.
+pub fn tokio_pg_typed_slow_id_writer(
+    label: String,
+    delay: Duration,
+) -> impl for<'a> FnOnce(&'a mut TxHandle<TokioPgStore>) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    move |tx: &mut TxHandle<TokioPgStore>| {
+        Box::pin(async move {
+            use idemgen_runtime::tokio_postgres::types::Type;
+            let client = tx.conn().await.map_err(|e| e.to_string())?;
+            let row = client
+                .query_typed_one(
+                    "INSERT INTO business_writes (label) VALUES ($1) RETURNING id",
+                    &[(&label, Type::TEXT)],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let id: i64 = row.get(0);
+            tokio::time::sleep(delay).await;
+            Ok(TestResponse {
+                status: 201,
+                body: format!("write {id}"),
+                headers: vec![],
+            })
+        })
+    }
+}
+
 /// [`tokio_pg_id_writer`] that then sleeps `delay` inside its transaction (a slow handler).
 pub fn tokio_pg_slow_id_writer(
     label: String,
@@ -591,6 +646,30 @@ pub async fn tokio_pgbouncer_session_env(config: ExecutorConfig) -> Env<TokioPgS
         business: Arc::new(TokioPgBusiness),
         ledger: Ledger::Pg(direct),
     }
+}
+
+/// As [`tokio_pgbouncer_session_env`], in transaction mode: the store declared for it
+/// (`with_pooler`), the handler's statement sent unnamed.
+pub async fn tokio_pgbouncer_transaction_env(config: ExecutorConfig) -> Env<TokioPgStore> {
+    tokio_pgbouncer_transaction_env_at(config).await.0
+}
+
+/// [`tokio_pgbouncer_transaction_env`], and the URL of its database through PgBouncer.
+pub async fn tokio_pgbouncer_transaction_env_at(
+    config: ExecutorConfig,
+) -> (Env<TokioPgStore>, String) {
+    let (db, direct) = fresh_pg(4).await;
+    let bouncer = shared_bouncer(PoolMode::Transaction, &db);
+    let url = bouncer_url(bouncer, &db);
+    let pool = TokioPgStore::pool(&url, 12).expect("a pool through PgBouncer");
+    let store = TokioPgStore::new(pool).with_pooler(Pooler::Transaction);
+    store.check().await.expect("the store's pooler check");
+    let env = Env {
+        exec: Executor::new(store, config),
+        business: Arc::new(TokioPgTypedBusiness),
+        ledger: Ledger::Pg(direct),
+    };
+    (env, url)
 }
 
 /// The claim of `req`'s key with `token`: no lease, the default stale-claim timeout, kept

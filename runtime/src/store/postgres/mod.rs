@@ -542,7 +542,7 @@ pub(in crate::store) const RELEASE: &str = "DELETE FROM idempotency_records
 /// lands on may hold statements other clients prepared (with the cache off sqlx still names the
 /// statements of a handler, per client connection, and never closes them), whose names would
 /// collide with this client's.
-const BEGIN_DEALLOCATING: &str = "BEGIN; DEALLOCATE ALL";
+pub(in crate::store) const BEGIN_DEALLOCATING: &str = "BEGIN; DEALLOCATE ALL";
 
 /// After the gate found a record: `ROLLBACK` and [`SELECT_RECORD`] in one simple-query round trip,
 /// with the record key and the stale-claim timeout (in milliseconds) as literals.

@@ -97,14 +97,14 @@ pub enum PoolerError {
         /// `business` or `claim`.
         pool: &'static str,
     },
-    /// A `TokioPgStore` pool was served by a pooler in transaction mode (two of its connections
-    /// by one server connection): its statements are prepared on their connection, which such a
-    /// pooler does not keep.
+    /// A `TokioPgStore` pool not declared behind a transaction pooler was served by one (two of
+    /// its connections by one server connection): its statements are prepared on their
+    /// connection, which such a pooler does not keep.
     #[error(
         "the {pool} pool reaches PostgreSQL through a pooler in transaction mode (two of its \
-         connections were served by one server connection, backend pid {pid}): TokioPgStore \
-         prepares its statements on its connections and needs direct connections or session \
-         pooling; behind a transaction pooler use PgStore with `Pooler::Transaction`"
+         connections were served by one server connection, backend pid {pid}), undeclared: \
+         TokioPgStore prepares its statements on its connections unless built with \
+         `with_pooler(Pooler::Transaction)`, which sends them unnamed"
     )]
     TransactionPoolerUnsupported {
         /// `business` or `claim`.
