@@ -244,13 +244,14 @@ pub async fn tokio_app_and_server(
         TokioPgStore::pool(url, config.pool_size as usize).context("the pool on DATABASE_URL")?;
     // Claims get their own small pool, as on sqlx (`app_and_server`).
     let claim_pool = TokioPgStore::pool(url, CLAIM_POOL_SIZE as usize).context("the claim pool")?;
-    let store = TokioPgStore::new(pool.clone()).with_claim_pool(claim_pool);
-    // A transaction pooler is refused here, not under load (the configuration refused
-    // WIDGETS_POOLER=transaction already; this finds one WIDGETS_POOLER did not name).
+    let store = TokioPgStore::new(pool.clone())
+        .with_claim_pool(claim_pool)
+        .with_pooler(config.pooler);
+    // A transaction pooler WIDGETS_POOLER did not name is refused here, not under load.
     store
         .check()
         .await
-        .context("the database cannot serve WIDGETS_STORE=tokio-postgres")?;
+        .context("the database does not match WIDGETS_POOLER")?;
     let executor = Executor::new(
         store.clone(),
         ExecutorConfig {
@@ -266,7 +267,8 @@ pub async fn tokio_app_and_server(
             CLEANUP_EVERY,
         ));
     }
-    let server = server_of(config, service::Widgets::on_tokio_postgres(pool), executor);
+    let service = service::Widgets::on_tokio_postgres(pool).with_tokio_pooler(config.pooler);
+    let server = server_of(config, service, executor);
     Ok((routes(server.clone()), server))
 }
 

@@ -45,6 +45,13 @@ impl Widgets<TokioPostgres> {
             db: TokioPostgres::new(pool),
         }
     }
+
+    /// The service behind `pooler` (see [`TokioPostgres::with_pooler`]).
+    pub fn with_tokio_pooler(self, pooler: Pooler) -> Self {
+        Widgets {
+            db: self.db.with_pooler(pooler),
+        }
+    }
 }
 
 impl<D> Widgets<D> {
@@ -107,7 +114,9 @@ impl<D: Database> WidgetsApi for Widgets<D> {
             return Err(blank("body.name").into());
         }
         let color = request.body.color.map(|c| c.as_str());
-        let row = D::insert(tx, &principal.owner, name, color)
+        let row = self
+            .db
+            .insert(tx, &principal.owner, name, color)
             .await
             .map_err(HandlerError::internal)?;
         // Deleting this widget later tombstones this record (a late retry then gets 410).
@@ -164,7 +173,9 @@ impl<D: Database> WidgetsApi for Widgets<D> {
         tx: &mut TxHandle<D::Store>,
         request: DeleteWidgetRequest,
     ) -> HandlerResult<DeleteWidget> {
-        let deleted = D::delete(tx, &principal.owner, request.id)
+        let deleted = self
+            .db
+            .delete(tx, &principal.owner, request.id)
             .await
             .map_err(HandlerError::internal)?;
         if !deleted {
@@ -194,7 +205,9 @@ impl<D: Database> WidgetsApi for Widgets<D> {
         // digits, dashes), so a channel is never blank.
         let channel = request.body.channel.as_str();
         // The state change and its outbox event commit with the idempotency record.
-        let published = D::publish(tx, &principal.owner, request.id, channel)
+        let published = self
+            .db
+            .publish(tx, &principal.owner, request.id, channel)
             .await
             .map_err(HandlerError::internal)?;
         match published {

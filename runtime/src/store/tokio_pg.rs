@@ -88,27 +88,52 @@ struct Statements {
 /// Each statement's parameter types, by its text.
 type ParamTypes = HashMap<&'static str, Vec<Type>>;
 
+/// A statement ready to send: nothing more goes to the server before its own messages.
+enum Ready<'s> {
+    /// Prepared on the connection (from its cache).
+    Named(tokio_postgres::Statement),
+    /// Unnamed, with its parameters' types.
+    Unnamed(&'static str, &'s [Type]),
+}
+
 impl Statements {
-    /// Runs `sql` and returns its rows and how many rows it changed.
-    async fn run(
+    /// Readies `sql` on `client`: prepares it (a round trip on the connection's first use of
+    /// it) unless it is sent unnamed. What runs it then sends it on its first poll, so a
+    /// statement polled beside another (`COMMIT`) is written first.
+    async fn ready(
         &self,
         client: &ClientWrapper,
         sql: &'static str,
+    ) -> Result<Ready<'_>, tokio_postgres::Error> {
+        match self.unnamed.as_ref().and_then(|types| types.get()) {
+            // Learned for every statement before the connection was handed out.
+            Some(types) => Ok(Ready::Unnamed(
+                sql,
+                types.get(sql).map_or(&[][..], Vec::as_slice),
+            )),
+            // Cached after a connection's first use: no round trip.
+            None => Ok(Ready::Named(client.prepare_cached(sql).await?)),
+        }
+    }
+
+    /// Runs a readied statement; its messages are written on the first poll. Returns its rows
+    /// and how many rows it changed.
+    async fn run_ready(
+        &self,
+        client: &ClientWrapper,
+        ready: &Ready<'_>,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<(Vec<Row>, u64), tokio_postgres::Error> {
         use futures_util::TryStreamExt as _;
-        let stream = match self.unnamed.as_ref().and_then(|types| types.get()) {
-            Some(types) => {
-                // Learned for every statement before the connection was handed out.
-                let types = types.get(sql).map_or(&[][..], Vec::as_slice);
-                let typed = params.iter().zip(types).map(|(p, t)| (*p, t.clone()));
+        let stream = match ready {
+            Ready::Unnamed(sql, types) => {
+                let typed = params
+                    .iter()
+                    .zip(types.iter())
+                    .map(|(p, t)| (*p, t.clone()));
                 client.query_typed_raw(sql, typed).await?
             }
-            None => {
-                // Cached after a connection's first use: no round trip.
-                let prepared = client.prepare_cached(sql).await?;
-                client.query_raw(&prepared, params.iter().copied()).await?
-            }
+            Ready::Named(statement) => client.query_raw(statement, params.iter().copied()).await?,
         };
         let mut stream = std::pin::pin!(stream);
         let mut rows = Vec::new();
@@ -117,6 +142,17 @@ impl Statements {
         }
         let changed = stream.rows_affected().unwrap_or(0);
         Ok((rows, changed))
+    }
+
+    /// [`Statements::ready`], then [`Statements::run_ready`].
+    async fn run(
+        &self,
+        client: &ClientWrapper,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(Vec<Row>, u64), tokio_postgres::Error> {
+        let ready = self.ready(client, sql).await?;
+        self.run_ready(client, &ready, params).await
     }
 
     /// Behind a transaction pooler, learns the statements' parameter types on `client` (idle,
@@ -239,11 +275,17 @@ impl TokioPgTx {
         params: &[&(dyn ToSql + Sync)],
         lost: fn(&tokio_postgres::error::DbError) -> bool,
     ) -> Result<bool, StoreError> {
+        // Prepared before the join: a prepare's round trip inside it would let the `COMMIT` go
+        // first, committing the transaction without its completion.
+        let ready = statements
+            .ready(self.client(), statement)
+            .await
+            .map_err(classify)?;
         self.state = TxState::InDoubt;
         let client = self.client();
         // Both in the one transaction, so pipelined behind a transaction pooler too.
         let (done, commit) = tokio::join!(
-            statements.run(client, statement, params),
+            statements.run_ready(client, &ready, params),
             client.batch_execute("COMMIT")
         );
         let commit_answered = match &commit {

@@ -55,6 +55,7 @@ pub trait Database: Send + Sync + 'static {
 
     /// Inserts a widget.
     fn insert(
+        &self,
         tx: &mut TxHandle<Self::Store>,
         owner: &str,
         name: &str,
@@ -63,6 +64,7 @@ pub trait Database: Send + Sync + 'static {
 
     /// Deletes one of `owner`'s widgets; returns whether it existed.
     fn delete(
+        &self,
         tx: &mut TxHandle<Self::Store>,
         owner: &str,
         id: Uuid,
@@ -72,6 +74,7 @@ pub trait Database: Send + Sync + 'static {
     /// The UPDATE holds the widget's row lock until the transaction ends, so concurrent
     /// publications of one widget (with different keys) see each other's events.
     fn publish(
+        &self,
         tx: &mut TxHandle<Self::Store>,
         owner: &str,
         id: Uuid,
@@ -117,8 +120,8 @@ pub(crate) const LIST: &str = concat!(
     columns!(),
     " FROM widgets WHERE owner = $1 ORDER BY created_at DESC, id LIMIT $2"
 );
-/// `$1` id, `$2` owner.
-pub(crate) const DELETE: &str = "DELETE FROM widgets WHERE id = $1 AND owner = $2";
+/// `$1` id, `$2` owner: the deleted widget's id, if there was one.
+pub(crate) const DELETE: &str = "DELETE FROM widgets WHERE id = $1 AND owner = $2 RETURNING id";
 /// `$1` id, `$2` owner.
 pub(crate) const MARK_PUBLISHED: &str = concat!(
     "UPDATE widgets SET published = true WHERE id = $1 AND owner = $2 RETURNING ",

@@ -51,6 +51,7 @@ impl Database for Sqlx {
     type Store = PgStore;
 
     async fn insert(
+        &self,
         tx: &mut TxHandle<PgStore>,
         owner: &str,
         name: &str,
@@ -66,16 +67,22 @@ impl Database for Sqlx {
         Ok(from_row(&row)?)
     }
 
-    async fn delete(tx: &mut TxHandle<PgStore>, owner: &str, id: Uuid) -> Result<bool, DbError> {
-        let done = sqlx::query(super::DELETE)
+    async fn delete(
+        &self,
+        tx: &mut TxHandle<PgStore>,
+        owner: &str,
+        id: Uuid,
+    ) -> Result<bool, DbError> {
+        let deleted = sqlx::query(super::DELETE)
             .bind(id)
             .bind(owner)
-            .execute(tx.conn().await?)
+            .fetch_optional(tx.conn().await?)
             .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(deleted.is_some())
     }
 
     async fn publish(
+        &self,
         tx: &mut TxHandle<PgStore>,
         owner: &str,
         id: Uuid,

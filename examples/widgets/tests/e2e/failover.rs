@@ -474,14 +474,16 @@ async fn wait_writer(formation: &AutoFailover, i: usize, limit: Duration) -> Ins
     }
 }
 
+/// The server connections of each database's pool in the transaction-mode PgBouncer below.
+const SERVERS: u32 = 2;
+
 /// Through PgBouncer in transaction mode, the claim pool's `SET synchronous_commit = off` would
 /// be session state left on server connections that other clients then use. With
 /// `WIDGETS_POOLER=transaction` the process leaves it out: after creates, replays and reads
-/// through the pooler, every server connection of the pool still has `synchronous_commit = on`.
-/// The control shows the check sees such a leak.
+/// through the pooler, on either store, every server connection of the pool still has
+/// `synchronous_commit = on`. The control shows the check sees such a leak.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn through_a_transaction_pooler_the_claim_pool_leaves_no_session_state() {
-    const SERVERS: u32 = 2;
     let cluster = shared_cluster().expect("the throwaway cluster");
     let bouncer = PgBouncer::start("127.0.0.1", cluster.port(), PoolMode::Transaction, SERVERS)
         .expect("PgBouncer in transaction mode");
@@ -526,6 +528,18 @@ async fn through_a_transaction_pooler_the_claim_pool_leaves_no_session_state() {
         "the control's SET reached a pooled server connection: {seen:?}"
     );
 
+    for store in ["sqlx", "tokio-postgres"] {
+        serve_through(&bouncer, store, &settings).await;
+    }
+}
+
+/// Creates, replays and reads through `bouncer` on one process of `store`; then every server
+/// connection (`settings`) still has `synchronous_commit = on`.
+async fn serve_through<F: std::future::Future<Output = Vec<(String, i32)>>>(
+    bouncer: &PgBouncer,
+    store: &str,
+    settings: &impl Fn(String) -> F,
+) {
     let db = TestDb::new().await.unwrap();
     let pooled = format!(
         "postgres://postgres@127.0.0.1:{}/{}",
@@ -535,6 +549,7 @@ async fn through_a_transaction_pooler_the_claim_pool_leaves_no_session_state() {
     let server = Server::start_on_url(
         &pooled,
         &[
+            ("WIDGETS_STORE", store),
             ("WIDGETS_POOLER", "transaction"),
             ("WIDGETS_MIGRATION_URL", db.url.as_str()),
             ("WIDGETS_POOL_SIZE", "8"),
@@ -590,7 +605,7 @@ async fn through_a_transaction_pooler_the_claim_pool_leaves_no_session_state() {
     assert_eq!(seen.len(), SERVERS as usize);
     assert!(
         seen.iter().all(|(s, _)| s == "on"),
-        "a server connection was left with the claim pool's setting: {seen:?}"
+        "{store}: a server connection was left with the claim pool's setting: {seen:?}"
     );
     assert_eq!(count(&db, "SELECT count(*) FROM widgets").await, 80);
 }
