@@ -202,15 +202,7 @@ pub async fn app_and_server(
         .check()
         .await
         .context("the database does not match WIDGETS_POOLER")?;
-    let executor = Executor::new(
-        store,
-        ExecutorConfig {
-            strategy: config.strategy,
-            stale_claim: config.stale_claim,
-            retention: config.retention,
-            ..ExecutorConfig::default()
-        },
-    );
+    let executor = Executor::new(store, executor_config(config));
     if config.retention.is_some() {
         let store = Arc::new(PgStore::new(pool.clone()).with_pooler(config.pooler));
         tokio::spawn(idemgen_runtime::retention::run_cleanup(
@@ -252,15 +244,7 @@ pub async fn tokio_app_and_server(
         .check()
         .await
         .context("the database does not match WIDGETS_POOLER")?;
-    let executor = Executor::new(
-        store.clone(),
-        ExecutorConfig {
-            strategy: config.strategy,
-            stale_claim: config.stale_claim,
-            retention: config.retention,
-            ..ExecutorConfig::default()
-        },
-    );
+    let executor = Executor::new(store.clone(), executor_config(config));
     if config.retention.is_some() {
         tokio::spawn(idemgen_runtime::retention::run_cleanup(
             Arc::new(store),
@@ -270,6 +254,16 @@ pub async fn tokio_app_and_server(
     let service = service::Widgets::on_tokio_postgres(pool).with_tokio_pooler(config.pooler);
     let server = server_of(config, service, executor);
     Ok((routes(server.clone()), server))
+}
+
+/// The executor's settings from `config`: strategy, stale-claim timeout, retention.
+fn executor_config(config: &Config) -> ExecutorConfig {
+    ExecutorConfig {
+        strategy: config.strategy,
+        stale_claim: config.stale_claim,
+        retention: config.retention,
+        ..ExecutorConfig::default()
+    }
 }
 
 /// The server of `service` on `executor`, with the tokens and body limit of `config`.

@@ -149,9 +149,33 @@ async fn slow_clients_under_a_low_descriptor_limit_do_not_stop_the_service() {
     );
 }
 
-/// 1,100 sockets stalled in their request head against the default 512 slots, the process under
-/// a 1,024-descriptor limit: another client is served within 2 s, and again while the attacker
-/// reopens every socket the server closes to make room.
+/// A client that found every slot held would wait for a stalled socket's 10 s header timeout.
+/// Each of five lists must come well under it (5 s: the attackers share the machine's two cores,
+/// and a loaded machine delays any one exchange), and their median under 2 s.
+async fn served_past_held_slots(base: &str, phase: &str) {
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let (status, t) = list_timed(base).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            t < Duration::from_secs(5),
+            "{phase}: {t:?}, the client waited as for a held slot's header timeout"
+        );
+        took.push(t);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    took.sort();
+    assert!(
+        took[2] < Duration::from_secs(2),
+        "{phase}: median {:?} of {took:?}, stalled sockets delayed the clients",
+        took[2]
+    );
+}
+
+/// 1,100 sockets stalled in their request head against the default 512 slots and 10 s header
+/// timeout, the process under a 1,024-descriptor limit: another client is served within 2 s (the
+/// median of five; each under 5 s), and again while the attacker reopens every socket the server
+/// closes to make room.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_sockets_beyond_the_slots_under_1024_descriptors_hold_no_slot() {
     let db = fresh_db().await;
@@ -167,11 +191,7 @@ async fn stalled_sockets_beyond_the_slots_under_1024_descriptors_hold_no_slot() 
     let address = addr(&server);
     let stalled = stall(&address, 1_100).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for i in 0..3 {
-        let (status, took) = list_timed(&server.base).await;
-        assert_eq!(status, StatusCode::OK);
-        assert!(took < Duration::from_secs(2), "request {i}: {took:?}");
-    }
+    served_past_held_slots(&server.base, "stalled").await;
     drop(stalled);
     // The attacker reopens each socket as soon as the server closes it.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -206,14 +226,7 @@ async fn stalled_sockets_beyond_the_slots_under_1024_descriptors_hold_no_slot() 
     }
     // Every attacker connected, and the server closing sockets for room as they come back.
     tokio::time::sleep(Duration::from_millis(3_000)).await;
-    for i in 0..3 {
-        let (status, took) = list_timed(&server.base).await;
-        assert_eq!(status, StatusCode::OK);
-        assert!(
-            took < Duration::from_secs(2),
-            "request {i} under reconnects: {took:?}"
-        );
-    }
+    served_past_held_slots(&server.base, "reconnecting").await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut reopened = 0;
     for attacker in attackers {
