@@ -5,20 +5,135 @@
 
 use std::time::{Duration, Instant};
 
-use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, TokioPgStore, WriterHosts};
+use idemgen_runtime::engine::{Disposition, ExecuteError, HandlerFuture};
+use idemgen_runtime::{
+    Executor, ExecutorConfig, PgStore, Store, Strategy, TokioPgStore, TxHandle, WriterHosts,
+};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Connection as _;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::failover::{NO_LAG, pair};
+use crate::failover::{NO_LAG, Pair, pair};
 use crate::support::*;
 
+/// The failover both stores' multi-host pools go through, the pair's standby listed first: a
+/// create on the writer; the primary stopped, both strategies answer 503 (never a replay read
+/// from the standby in recovery) and `during_outage` checks the pool; the standby promoted,
+/// retries replay there within 30 s (`writer_port` then names the standby), and new creates of
+/// both strategies write on it.
+async fn follows_the_writer_after_a_failover<S, F>(
+    pair: Pair,
+    store: &str,
+    [separate, in_tx]: [Executor<S>; 2],
+    writer: fn(String) -> F,
+    writer_port: impl AsyncFn() -> u16,
+    during_outage: impl FnOnce(),
+) where
+    S: Store,
+    F: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    assert_eq!(writer_port().await, pair.primary.port(), "{store}");
+    let before = request(scope("alice", "before"), json!({"k": 1}), 1);
+    let first = separate
+        .execute(before.clone(), writer("before".into()))
+        .await
+        .unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+
+    // The primary dies; the standby (which has the record: synchronous) is still in recovery.
+    let pair = tokio::task::spawn_blocking(move || {
+        pair.primary
+            .stop("immediate")
+            .expect("stopping the primary");
+        pair
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for exec in [&separate, &in_tx] {
+        match exec.execute(before.clone(), writer("before".into())).await {
+            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
+            other => panic!("{store}: no writer, yet: {other:?}"),
+        }
+    }
+    during_outage();
+
+    // Promoted, the standby is the writer: the pool follows it.
+    let promoted = Instant::now();
+    let pair = tokio::task::spawn_blocking(move || {
+        idemgen_testdb::promote(&pair.standby).expect("promoting the standby");
+        pair
+    })
+    .await
+    .unwrap();
+    let replay = loop {
+        match separate
+            .execute(before.clone(), writer("before".into()))
+            .await
+        {
+            Ok(outcome) => break outcome,
+            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
+            Err(other) => panic!("{store}: {other:?}"),
+        }
+        assert!(
+            promoted.elapsed() < Duration::from_secs(30),
+            "{store}: the pool never found the new writer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "multi-host ({store}): first success {:?} after the promotion began",
+        promoted.elapsed()
+    );
+    assert_eq!(replay.disposition, Disposition::Replayed);
+    assert_eq!(replay.response.body, first.response.body);
+    assert_eq!(writer_port().await, pair.standby.port(), "{store}");
+    for (exec, label) in [(&separate, "after-separate"), (&in_tx, "after-in-tx")] {
+        let done = exec
+            .execute(
+                request(scope("alice", label), json!({"k": 2}), 1),
+                writer(label.into()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{store} {label}: {e:?}"));
+        assert_eq!(done.disposition, Disposition::Executed, "{store} {label}");
+    }
+    // The writes are on the new writer.
+    let mut direct = sqlx::PgConnection::connect(&pair.standby.url("app"))
+        .await
+        .unwrap();
+    let labels: Vec<String> = sqlx::query_scalar("SELECT label FROM business_writes ORDER BY id")
+        .fetch_all(&mut direct)
+        .await
+        .unwrap();
+    assert_eq!(
+        labels,
+        ["before", "after-separate", "after-in-tx"],
+        "{store}"
+    );
+}
+
+/// Both strategies on one store.
+fn executors<S: Store + Clone>(store: S) -> [Executor<S>; 2] {
+    [Strategy::SeparateClaim, Strategy::InTransaction].map(|strategy| {
+        Executor::new(
+            store.clone(),
+            ExecutorConfig {
+                strategy,
+                ..ExecutorConfig::default()
+            },
+        )
+    })
+}
+
+/// `WriterHosts` on a URL with `target_session_attrs=read-write`: discovery skips the standby,
+/// and the pool never follows a server in recovery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
     let pair = pair(true, NO_LAG).await;
-    // The standby first: discovery must skip it.
     let url = format!(
         "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/app?target_session_attrs=read-write",
         pair.standby.port(),
@@ -36,105 +151,28 @@ async fn a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
         )
         .await
         .expect("a pool on the writer");
-    assert_eq!(pool.connect_options().get_port(), pair.primary.port());
-    let exec = |strategy| {
-        Executor::new(
-            PgStore::new(pool.clone()),
-            ExecutorConfig {
-                strategy,
-                ..ExecutorConfig::default()
-            },
-        )
-    };
-    let (separate, in_tx) = (exec(Strategy::SeparateClaim), exec(Strategy::InTransaction));
-    let before = request(scope("alice", "before"), json!({"k": 1}), 1);
-    let first = separate
-        .execute(before.clone(), pg_id_writer("before".into()))
-        .await
-        .unwrap();
-    assert_eq!(first.disposition, Disposition::Executed);
-
-    // The primary dies; the standby (which has the record: synchronous) is still in recovery.
     let primary_port = pair.primary.port();
-    let pair = tokio::task::spawn_blocking(move || {
-        pair.primary
-            .stop("immediate")
-            .expect("stopping the primary");
-        pair
-    })
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    for exec in [&separate, &in_tx] {
-        match exec
-            .execute(before.clone(), pg_id_writer("before".into()))
-            .await
-        {
-            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
-            other => panic!("no writer, yet: {other:?}"),
-        }
-    }
-    assert_eq!(
-        pool.connect_options().get_port(),
-        primary_port,
-        "the pool never follows a server in recovery"
-    );
-
-    // Promoted, the standby is the writer: the pool follows it.
-    let promoted = Instant::now();
-    let pair = tokio::task::spawn_blocking(move || {
-        idemgen_testdb::promote(&pair.standby).expect("promoting the standby");
-        pair
-    })
-    .await
-    .unwrap();
-    let replay = loop {
-        match separate
-            .execute(before.clone(), pg_id_writer("before".into()))
-            .await
-        {
-            Ok(outcome) => break outcome,
-            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
-            Err(other) => panic!("{other:?}"),
-        }
-        assert!(
-            promoted.elapsed() < Duration::from_secs(30),
-            "the pool never found the new writer"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    eprintln!(
-        "multi-host: first success {:?} after the promotion began",
-        promoted.elapsed()
-    );
-    assert_eq!(replay.disposition, Disposition::Replayed);
-    assert_eq!(replay.response.body, first.response.body);
-    assert_eq!(pool.connect_options().get_port(), pair.standby.port());
-    for (exec, label) in [(&separate, "after-separate"), (&in_tx, "after-in-tx")] {
-        let done = exec
-            .execute(
-                request(scope("alice", label), json!({"k": 2}), 1),
-                pg_id_writer(label.into()),
+    follows_the_writer_after_a_failover(
+        pair,
+        "sqlx",
+        executors(PgStore::new(pool.clone())),
+        pg_id_writer,
+        async || pool.connect_options().get_port(),
+        || {
+            assert_eq!(
+                pool.connect_options().get_port(),
+                primary_port,
+                "the pool never follows a server in recovery"
             )
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e:?}"));
-        assert_eq!(done.disposition, Disposition::Executed, "{label}");
-    }
-    // The writes are on the new writer.
-    let mut direct = sqlx::PgConnection::connect(&pair.standby.url("app"))
-        .await
-        .unwrap();
-    let labels: Vec<String> = sqlx::query_scalar("SELECT label FROM business_writes ORDER BY id")
-        .fetch_all(&mut direct)
-        .await
-        .unwrap();
-    assert_eq!(labels, ["before", "after-separate", "after-in-tx"]);
+        },
+    )
+    .await;
 }
 
 /// `TokioPgStore::pool` on a URL listing a standby before the primary, without
 /// `target_session_attrs`: its connections go to the writer (the store makes `read-write` the
-/// default for several hosts), answer 503 while only the standby is up and in recovery, and go
-/// to the standby once it is promoted, where retries replay.
+/// default for several hosts) and follow the standby once it is promoted; a read-only session
+/// is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokio_postgres_on_a_multi_host_url_finds_the_writer_and_follows_it_after_a_failover() {
     let pair = pair(true, NO_LAG).await;
@@ -144,7 +182,7 @@ async fn tokio_postgres_on_a_multi_host_url_finds_the_writer_and_follows_it_afte
         pair.primary.port()
     );
     let pool = TokioPgStore::pool(&url, 8).expect("a pool");
-    let server_port = |pool: idemgen_runtime::deadpool_postgres::Pool| async move {
+    let server_port = async || {
         let client = pool.get().await.expect("a connection");
         let row = client
             .query_one("SELECT inet_server_port()", &[])
@@ -152,90 +190,15 @@ async fn tokio_postgres_on_a_multi_host_url_finds_the_writer_and_follows_it_afte
             .unwrap();
         u16::try_from(row.get::<_, i32>(0)).unwrap()
     };
-    assert_eq!(server_port(pool.clone()).await, pair.primary.port());
-    let exec = |strategy| {
-        Executor::new(
-            TokioPgStore::new(pool.clone()),
-            ExecutorConfig {
-                strategy,
-                ..ExecutorConfig::default()
-            },
-        )
-    };
-    let (separate, in_tx) = (exec(Strategy::SeparateClaim), exec(Strategy::InTransaction));
-    let before = request(scope("alice", "before"), json!({"k": 1}), 1);
-    let first = separate
-        .execute(before.clone(), tokio_pg_id_writer("before".into()))
-        .await
-        .unwrap();
-    assert_eq!(first.disposition, Disposition::Executed);
-
-    let pair = tokio::task::spawn_blocking(move || {
-        pair.primary
-            .stop("immediate")
-            .expect("stopping the primary");
-        pair
-    })
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    for exec in [&separate, &in_tx] {
-        match exec
-            .execute(before.clone(), tokio_pg_id_writer("before".into()))
-            .await
-        {
-            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
-            other => panic!("no writer, yet: {other:?}"),
-        }
-    }
-
-    let promoted = Instant::now();
-    let pair = tokio::task::spawn_blocking(move || {
-        idemgen_testdb::promote(&pair.standby).expect("promoting the standby");
-        pair
-    })
-    .await
-    .unwrap();
-    let replay = loop {
-        match separate
-            .execute(before.clone(), tokio_pg_id_writer("before".into()))
-            .await
-        {
-            Ok(outcome) => break outcome,
-            Err(ExecuteError::Problem(p)) => assert_eq!(p.kind().status().as_u16(), 503),
-            Err(other) => panic!("{other:?}"),
-        }
-        assert!(
-            promoted.elapsed() < Duration::from_secs(30),
-            "the pool never found the new writer"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    eprintln!(
-        "multi-host (tokio-postgres): first success {:?} after the promotion began",
-        promoted.elapsed()
-    );
-    assert_eq!(replay.disposition, Disposition::Replayed);
-    assert_eq!(replay.response.body, first.response.body);
-    assert_eq!(server_port(pool.clone()).await, pair.standby.port());
-    for (exec, label) in [(&separate, "after-separate"), (&in_tx, "after-in-tx")] {
-        let done = exec
-            .execute(
-                request(scope("alice", label), json!({"k": 2}), 1),
-                tokio_pg_id_writer(label.into()),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{label}: {e:?}"));
-        assert_eq!(done.disposition, Disposition::Executed, "{label}");
-    }
-    let mut direct = sqlx::PgConnection::connect(&pair.standby.url("app"))
-        .await
-        .unwrap();
-    let labels: Vec<String> = sqlx::query_scalar("SELECT label FROM business_writes ORDER BY id")
-        .fetch_all(&mut direct)
-        .await
-        .unwrap();
-    assert_eq!(labels, ["before", "after-separate", "after-in-tx"]);
+    follows_the_writer_after_a_failover(
+        pair,
+        "tokio-postgres",
+        executors(TokioPgStore::new(pool.clone())),
+        tokio_pg_id_writer,
+        server_port,
+        || {},
+    )
+    .await;
     // A store never writes through a read-only session.
     let read_only = TokioPgStore::pool(&format!("{url}?target_session_attrs=read-only"), 1)
         .expect_err("refused")
