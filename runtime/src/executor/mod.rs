@@ -436,14 +436,25 @@ impl<S: Store> Executor<S> {
         let claim_span = tracing::info_span!("idemgen.claim");
         let claim_timer = PhaseTimer::start(|p| &mut p.claim);
         let holder = self.claim_holder().instrument(claim_span.clone()).await;
-        let taken_over = loop {
+        // The first claim may begin the attempt's transaction with it, when the store does
+        // (`Store::claim_and_begin`); one asked again after an in-flight wait does not.
+        let mut first = true;
+        let (taken_over, tx) = loop {
             let claim = self.claim_request(&request, token, holder);
-            let outcome = match self
-                .store
-                .claim(&claim)
-                .instrument(claim_span.clone())
-                .await
-            {
+            let begin = std::mem::take(&mut first);
+            let claimed = async {
+                if begin {
+                    self.store.claim_and_begin(&claim).await
+                } else {
+                    self.store
+                        .claim(&claim)
+                        .await
+                        .map(|outcome| (outcome, None))
+                }
+            }
+            .instrument(claim_span.clone())
+            .await;
+            let outcome = match claimed {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     // The claim may have committed with its acknowledgement lost (a connection
@@ -457,8 +468,8 @@ impl<S: Store> Executor<S> {
                 }
             };
             match outcome {
-                ClaimOutcome::Claimed { taken_over } => break taken_over,
-                ClaimOutcome::Existing(record) => {
+                (ClaimOutcome::Claimed { taken_over }, tx) => break (taken_over, tx),
+                (ClaimOutcome::Existing(record), _) => {
                     request.adopt_format_of(&record);
                     if let Some(replay) = self.judge(&request, record, deadline)? {
                         return Ok(replay);
@@ -471,9 +482,10 @@ impl<S: Store> Executor<S> {
             pause = (pause * 2).min(Duration::from_millis(100));
         };
         drop((claim_timer, claim_span));
-        // The business transaction begins when the handler first touches the database (or at
-        // the completion): a downstream call before the first write holds no connection.
-        self.run_reserved(&request, token, None, taken_over, Hold::Claim, handler)
+        // Unless it began with the claim, the business transaction begins when the handler
+        // first touches the database (or at the completion): a downstream call before the first
+        // write holds no connection.
+        self.run_reserved(&request, token, tx, taken_over, Hold::Claim, handler)
             .await
     }
 

@@ -176,6 +176,18 @@ pub trait Store: Send + Sync + 'static {
     /// holds the key.
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError>;
 
+    /// [`Store::claim`], and for a store that can begin the attempt's transaction in the claim's
+    /// round trip (`TokioPgStore::with_begin_at_claim`), that transaction when this attempt holds
+    /// the key (`None`: it begins when the handler first touches the database, as always). The
+    /// claim commits on its own before the transaction begins, on the same connection. The
+    /// default: [`Store::claim`], no transaction.
+    async fn claim_and_begin(
+        &self,
+        request: &ClaimRequest<'_>,
+    ) -> Result<(ClaimOutcome, Option<Self::Tx>), StoreError> {
+        Ok((self.claim(request).await?, None))
+    }
+
     /// Before an attempt claims or takes the gate: the key's completed record or tombstone when
     /// the store can tell by one cheap read (`PgStore`: a key it has seen with a record), else
     /// `None` (no record, a claim, or not looked), and the attempt goes on as always. It writes

@@ -212,6 +212,7 @@ pub struct TokioPgStore {
     pool: Pool,
     claim_pool: Pool,
     synchronous_claims: bool,
+    begin_at_claim: bool,
     seen: Arc<SeenKeys>,
     pooler: Pooler,
     statements: Statements,
@@ -490,6 +491,19 @@ struct TokioClaim<'c> {
     statements: &'c Statements,
     synchronous: bool,
     hash: [u8; 32],
+    /// Whether the first claim statement takes `BEGIN` behind it (and whether it has yet).
+    begin: Begin,
+}
+
+/// The `BEGIN` a claim may send behind its first statement ([`TokioPgStore::with_begin_at_claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Begin {
+    /// Not asked for, or already sent and ended.
+    No,
+    /// To be sent behind the first claim statement.
+    Asked,
+    /// Sent and answered: the connection is inside the attempt's transaction.
+    Open,
 }
 
 #[async_trait]
@@ -499,27 +513,55 @@ impl ClaimStatements for TokioClaim<'_> {
         request: &ClaimRequest<'_>,
     ) -> Result<ClaimStep, StoreError> {
         let scope = request.scope;
-        let rows = self
-            .statements
-            .query(
-                self.client,
-                pg::CLAIM,
-                &[
-                    &&self.hash[..],
-                    &scope.owner,
-                    &scope.operation,
-                    &scope.resource_scope,
-                    &scope.key.as_str(),
-                    &request.fingerprint.as_str(),
-                    &request.fingerprint_version,
-                    &pg::secs(request.stale_after),
-                    &request.token.0,
-                    &request.retention.map(pg::secs),
-                    &request.holder.map(|h| h.0),
-                    &self.synchronous,
-                ],
-            )
-            .await?;
+        let params: [&(dyn ToSql + Sync); 12] = [
+            &&self.hash[..],
+            &scope.owner,
+            &scope.operation,
+            &scope.resource_scope,
+            &scope.key.as_str(),
+            &request.fingerprint.as_str(),
+            &request.fingerprint_version,
+            &pg::secs(request.stale_after),
+            &request.token.0,
+            &request.retention.map(pg::secs),
+            &request.holder.map(|h| h.0),
+            &self.synchronous,
+        ];
+        let rows = if self.begin == Begin::Asked {
+            self.begin = Begin::No;
+            // Prepared before the join: a prepare's round trip inside it would let `BEGIN` go
+            // first, and the claim would commit only with the attempt's transaction. Behind it,
+            // the claim's own `Sync` has committed it when `BEGIN` runs.
+            let ready = self
+                .statements
+                .ready(self.client, pg::CLAIM)
+                .await
+                .map_err(classify)?;
+            let (claimed, begun) = tokio::join!(
+                self.statements.run_ready(self.client, &ready, &params),
+                self.client.batch_execute("BEGIN")
+            );
+            let rows = claimed.map_err(classify)?.0;
+            begun.map_err(classify)?;
+            // A key someone else holds: the transaction is not this attempt's to run, and a
+            // takeover must commit on its own.
+            let inserted = rows
+                .first()
+                .is_some_and(|row| row.try_get::<_, bool>("inserted").unwrap_or(false));
+            if !inserted {
+                self.client
+                    .batch_execute("ROLLBACK")
+                    .await
+                    .map_err(classify)?;
+            } else {
+                self.begin = Begin::Open;
+            }
+            rows
+        } else {
+            self.statements
+                .query(self.client, pg::CLAIM, &params)
+                .await?
+        };
         let row = rows
             .first()
             .ok_or_else(|| StoreError::Other("the claim returned no row".into()))?;
@@ -573,6 +615,7 @@ impl TokioPgStore {
             claim_pool: pool.clone(),
             pool,
             synchronous_claims: false,
+            begin_at_claim: false,
             seen: Arc::default(),
             pooler: Pooler::Direct,
             statements: Statements::default(),
@@ -646,6 +689,22 @@ impl TokioPgStore {
         self
     }
 
+    /// Whether a separate-claim attempt's transaction begins in its claim's round trip: the
+    /// claim statement and `BEGIN` are sent together on a business connection, the claim
+    /// committing on its own before `BEGIN` runs, and the attempt's transaction is open when its
+    /// handler runs. A create then makes the round trips of an in-transaction one (three), at
+    /// the price the default spares: the attempt holds its business connection from the claim
+    /// on, so a downstream call before the handler's first write holds it too (docs/downstream.md).
+    /// For services whose idempotent handlers write first. A claim that finds the key held
+    /// rolls its `BEGIN` back (one round trip more, on duplicates only); the claims then wait
+    /// for a business connection, not the claim pool's, whose other statements (releases,
+    /// leases) keep it. Behind a transaction pooler ([`Pooler::Transaction`]) it changes
+    /// nothing: the claim and the transaction are two transactions, not pipelined there.
+    pub fn with_begin_at_claim(mut self, begin: bool) -> TokioPgStore {
+        self.begin_at_claim = begin;
+        self
+    }
+
     /// Serves behind `pooler`. [`Pooler::Transaction`] (PgBouncer's `pool_mode = transaction`):
     /// every statement of the store is sent unnamed with its parameter types, each business
     /// `BEGIN` deallocates what other clients left on its server connection, and only the
@@ -697,6 +756,15 @@ impl TokioPgStore {
         Ok(client)
     }
 
+    /// Remembers a key a claim found with a record, for [`Store::look`].
+    fn saw(&self, hash: [u8; 32], outcome: &ClaimOutcome) {
+        if let ClaimOutcome::Existing(record) = outcome
+            && record.state != RecordState::Claimed
+        {
+            self.seen.insert(hash);
+        }
+    }
+
     /// A connection taken for a transaction: in doubt until its `BEGIN` is answered.
     fn beginning(client: Object) -> TokioPgTx {
         TokioPgTx {
@@ -719,14 +787,42 @@ impl Store for TokioPgStore {
             statements: &self.statements,
             synchronous: self.synchronous_claims,
             hash,
+            begin: Begin::No,
         };
         let outcome = rules::claim(&mut statements, request).await?;
-        if let ClaimOutcome::Existing(record) = &outcome
-            && record.state != RecordState::Claimed
-        {
-            self.seen.insert(hash);
-        }
+        self.saw(hash, &outcome);
         Ok(outcome)
+    }
+
+    async fn claim_and_begin(
+        &self,
+        request: &ClaimRequest<'_>,
+    ) -> Result<(ClaimOutcome, Option<TokioPgTx>), StoreError> {
+        if !self.begin_at_claim || self.pooler == Pooler::Transaction {
+            return Ok((self.claim(request).await?, None));
+        }
+        let hash = request.scope.hash();
+        // In doubt until the claim's statements are answered: dropped on a failure, the
+        // connection is closed, whatever its `BEGIN` did.
+        let mut tx = Self::beginning(self.connection(&self.pool).await?);
+        let mut statements = TokioClaim {
+            client: tx.client(),
+            statements: &self.statements,
+            synchronous: self.synchronous_claims,
+            hash,
+            begin: Begin::Asked,
+        };
+        let outcome = rules::claim(&mut statements, request).await?;
+        let open = statements.begin == Begin::Open;
+        self.saw(hash, &outcome);
+        if open {
+            tx.state = TxState::Open;
+            Ok((outcome, Some(tx)))
+        } else {
+            // Never begun, or rolled back: the connection is idle, back to the pool.
+            tx.state = TxState::Ended;
+            Ok((outcome, None))
+        }
     }
 
     /// As `PgStore`'s look: a key this store saw with a record is read first, in one round trip.

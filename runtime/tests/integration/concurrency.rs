@@ -90,6 +90,11 @@ async fn sixty_four_attempts_one_key_in_transaction_on_tokio_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_attempts_one_key_separate_claim_begun_at_the_claim_on_tokio_postgres() {
+    storm_on(tokio_pg_begin_at_claim_env(storm_config(Strategy::SeparateClaim)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_attempts_one_key_separate_claim_on_tokio_postgres_through_pgbouncer_transaction_mode()
  {
     storm_on(tokio_pgbouncer_transaction_env(storm_config(Strategy::SeparateClaim)).await).await;

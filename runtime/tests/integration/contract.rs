@@ -1,6 +1,7 @@
 //! The contract every store keeps, under both strategies. Each case is an `async fn(Env<S>)`; the
 //! `contract!` macro runs it on PostgreSQL (directly, and through PgBouncer in transaction and in
-//! session pooling mode; and on tokio-postgres, the pipelining store, directly and through
+//! session pooling mode; and on tokio-postgres, the pipelining store, directly (its
+//! separate-claim attempts also beginning their transaction with the claim) and through
 //! PgBouncer in both modes), on SQLite (a temporary file) and in memory, separate-claim and
 //! in-transaction.
 
@@ -35,6 +36,10 @@ macro_rules! contract {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn tokio_postgres_in_transaction() {
                 super::$case(tokio_pg_env(config(Strategy::InTransaction)).await, Strategy::InTransaction).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn tokio_postgres_begin_at_claim() {
+                super::$case(tokio_pg_begin_at_claim_env(config(Strategy::SeparateClaim)).await, Strategy::SeparateClaim).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn tokio_postgres_pgbouncer_session_separate_claim() {

@@ -260,6 +260,17 @@ pub async fn tokio_pg_env(config: ExecutorConfig) -> Env<TokioPgStore> {
     }
 }
 
+/// [`tokio_pg_env`] whose separate-claim attempts begin their transaction with the claim
+/// (`with_begin_at_claim`).
+pub async fn tokio_pg_begin_at_claim_env(config: ExecutorConfig) -> Env<TokioPgStore> {
+    let (_db, pool, store) = fresh_tokio_pg(40).await;
+    Env {
+        exec: Executor::new(store.with_begin_at_claim(true), config),
+        business: Arc::new(TokioPgBusiness),
+        ledger: Ledger::Pg(pool),
+    }
+}
+
 pub fn mem_env(config: ExecutorConfig) -> Env<MemoryStore> {
     let business = MemBusiness::default();
     Env {
