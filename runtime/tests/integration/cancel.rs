@@ -219,8 +219,9 @@ async fn a_cancelled_gated_begin_frees_the_keys_gate() {
     }
 }
 
-/// The tokio-postgres store: a `BEGIN`, gated `BEGIN` or completion (sent with its `COMMIT`)
-/// whose future is dropped after its first poll closes its connection instead of pooling it. No
+/// The tokio-postgres store: a `BEGIN`, gated `BEGIN`, claim sent with its `BEGIN` or completion
+/// (sent with its `COMMIT`) whose future is dropped after its first poll closes its connection
+/// instead of pooling it. No
 /// backend is left inside a transaction, the key's gate opens for the next attempt, the next
 /// request's statements run outside anyone's transaction, and a completion cancelled with its
 /// `COMMIT` queued committed the attempt's write and record together or neither; one left alone
@@ -234,6 +235,7 @@ async fn tokio_postgres_cancelled_begins_and_completions_leave_no_transaction_op
         .await
         .unwrap();
     let store = TokioPgStore::new(TokioPgStore::pool(&db.url, 1).unwrap());
+    let begun = store.clone().with_begin_at_claim(true);
     let response = idemgen_runtime::engine::StoredResponse {
         status: 201,
         headers: vec![],
@@ -254,6 +256,31 @@ async fn tokio_postgres_cancelled_begins_and_completions_leave_no_transaction_op
         }
         if let Some(tx) = poll_once_then_drop(store.begin()).await {
             drop(tx.unwrap());
+        }
+        // A claim sent with its BEGIN (`with_begin_at_claim`), cancelled after its first poll,
+        // once one before it prepared the claim on this connection: both went out together.
+        let warm_begun = request(
+            scope("dave", &format!("tokio-warm-begun-{n}")),
+            json!({}),
+            1,
+        );
+        match begun
+            .claim_and_begin(&claim_of(&warm_begun, ClaimToken::generate()))
+            .await
+            .unwrap()
+        {
+            (idemgen_runtime::engine::ClaimOutcome::Claimed { .. }, Some(tx)) => {
+                begun.rollback(tx).await.unwrap()
+            }
+            other => panic!("round {n}: the claim did not begin the transaction: {other:?}"),
+        }
+        let cancelled = request(scope("dave", &format!("tokio-begun-{n}")), json!({}), 1);
+        if let Some(claimed) = poll_once_then_drop(
+            begun.claim_and_begin(&claim_of(&cancelled, ClaimToken::generate())),
+        )
+        .await
+        {
+            drop(claimed.unwrap());
         }
         // A completion on this connection first, so that the cancelled one's statement is
         // prepared and its first poll sends it with its COMMIT.

@@ -46,6 +46,8 @@ fn fault_for(i: usize) -> Option<CommitFault> {
 enum Driver {
     Sqlx,
     TokioPostgres,
+    /// The tokio-postgres store, separate-claim attempts begun with their claim.
+    TokioPostgresBegunAtClaim,
 }
 
 const ATTEMPTS: usize = 100;
@@ -79,7 +81,7 @@ async fn lost_commit_acknowledgements(strategy: Strategy, driver: Driver) -> Los
             let exec = Executor::new(PgStore::new(proxied), config);
             lost_commit_run(&exec, &proxy, &direct, pg_id_writer, strategy).await
         }
-        Driver::TokioPostgres => {
+        Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
             // The store sends the completion and COMMIT together: the proxy loses COMMIT's
             // answer (and, cutting, whatever of the completion's had not yet come back).
             let url = format!(
@@ -89,7 +91,9 @@ async fn lost_commit_acknowledgements(strategy: Strategy, driver: Driver) -> Los
                 db.name
             );
             let pool = TokioPgStore::pool(&url, 4).expect("pool through the proxy");
-            let exec = Executor::new(TokioPgStore::new(pool), config);
+            let store = TokioPgStore::new(pool)
+                .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
+            let exec = Executor::new(store, config);
             lost_commit_run(&exec, &proxy, &direct, tokio_pg_id_writer, strategy).await
         }
     }
@@ -222,6 +226,14 @@ async fn lost_commit_acknowledgement_separate_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_commit_acknowledgement_separate_claim_on_tokio_postgres() {
     let counts = lost_commit_acknowledgements(Strategy::SeparateClaim, Driver::TokioPostgres).await;
+    assert!(counts.retries_executed >= 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_commit_acknowledgement_separate_claim_begun_at_the_claim_on_tokio_postgres() {
+    let counts =
+        lost_commit_acknowledgements(Strategy::SeparateClaim, Driver::TokioPostgresBegunAtClaim)
+            .await;
     assert!(counts.retries_executed >= 20);
 }
 

@@ -58,6 +58,17 @@ async fn tokio_postgres_restarts_fast_and_immediate_strand_keys_for_seconds_not_
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_begun_at_the_claim_restarts_strand_keys_for_seconds_not_stale_claim() {
+    restarts_under_load(
+        |db| async move {
+            TokioPgStore::new(TokioPgStore::pool(&db.url, 12).unwrap()).with_begin_at_claim(true)
+        },
+        tokio_pg_slow_id_writer,
+    )
+    .await;
+}
+
 async fn restarts_under_load<S, F, H>(
     store: impl FnOnce(TestDb) -> F,
     writer: fn(String, Duration) -> H,
