@@ -236,8 +236,11 @@ pub async fn tokio_app_and_server(
         TokioPgStore::pool(url, config.pool_size as usize).context("the pool on DATABASE_URL")?;
     // Claims get their own small pool, as on sqlx (`app_and_server`).
     let claim_pool = TokioPgStore::pool(url, CLAIM_POOL_SIZE as usize).context("the claim pool")?;
+    // Every idempotent handler here writes before anything else (no downstream call first), so
+    // an attempt's transaction begins with its claim: a create in three round trips.
     let store = TokioPgStore::new(pool.clone())
         .with_claim_pool(claim_pool)
+        .with_begin_at_claim(true)
         .with_pooler(config.pooler);
     // A transaction pooler WIDGETS_POOLER did not name is refused here, not under load.
     store

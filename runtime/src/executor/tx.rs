@@ -23,7 +23,9 @@ use crate::store::{CommitError, Scope, Store, StoreError};
 /// - separate-claim strategy (the default): when the handler first touches the database
 ///   ([`TxHandle::conn`], [`TxHandle::tx`], [`TxHandle::tombstone`]), else at the completion. A
 ///   downstream call made before the first write holds no connection, so slow downstreams
-///   cannot exhaust the pool (docs/downstream.md);
+///   cannot exhaust the pool (docs/downstream.md). A store that begins it with the claim
+///   (`TokioPgStore::with_begin_at_claim`, for handlers that write first) has it open before the
+///   handler runs;
 /// - in-transaction strategy: before the handler runs (the transaction holds the key's gate),
 ///   so a downstream call holds a connection for its whole duration;
 /// - [`TxHandle::begin`] (outside an attempt): at once.
@@ -124,7 +126,8 @@ impl<S: Store> TxHandle<S> {
 
     /// Whether the transaction is open, holding a pool connection: always under the
     /// in-transaction strategy and after [`TxHandle::begin`]; under the separate-claim strategy
-    /// only once the handler touched the database. Make downstream calls while this is `false`
+    /// only once the handler touched the database (from the start when the store began it with
+    /// the claim). Make downstream calls while this is `false`
     /// (docs/downstream.md, "Ordering").
     pub fn is_open(&self) -> bool {
         self.tx.is_some()
