@@ -10,7 +10,7 @@
 # Usage: [STORES="sqlx tokio-postgres"] [STRATEGIES="separate-claim in-transaction"]
 #        [DELAYS="0 0.5 1"] [RUST_LOG=info]
 #        [WIDGETS_METRICS=off] [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
-#        bench/http/run.sh [seconds] [connections]
+#        [PG_STATEMENTS=1] bench/http/run.sh [seconds] [connections]
 #
 # DELAYS: the database across a network. For each one-way delay (milliseconds) the service
 # reaches PostgreSQL through idemgen-delay-proxy, which holds every byte that long in each
@@ -24,7 +24,9 @@
 # target/bench/http.json) and an SVG chart of req/s and p99 per scenario beside it (same name,
 # `.svg`; bench/http/chart.py). WIDGETS_BIN runs a prebuilt binary instead of building one (for
 # A/B runs of two builds); PERF_DIR records `perf record -a` (cpu-clock) of each wrk run there
-# (with PERF_SERVICE=1, the service's process alone with DWARF call graphs).
+# (with PERF_SERVICE=1, the service's process alone with DWARF call graphs). PG_STATEMENTS=1 loads
+# pg_stat_statements and prints, after each wrk run, the statements PostgreSQL ran during it: calls,
+# execution and planning µs per call, WAL bytes per call (where PostgreSQL's CPU goes).
 # WIDGETS_STRATEGY (one strategy) is still honoured when STRATEGIES is unset. The server's log
 # goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn.
 set -euo pipefail
@@ -54,6 +56,17 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 port=$(free_port)
 "${as_pg[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C >/dev/null
 printf "listen_addresses='127.0.0.1'\nport=%s\nunix_socket_directories='%s'\nfsync=on\nmax_connections=200\n" "$port" "$dir" >> "$dir/data/postgresql.auto.conf"
+[ -n "${PG_STATEMENTS:-}" ] && printf "shared_preload_libraries='pg_stat_statements'\npg_stat_statements.track_planning=on\n" >> "$dir/data/postgresql.auto.conf"
+# The statements of the last wrk run, per call (PG_STATEMENTS=1).
+statements() {
+  psql -X -q -h 127.0.0.1 -p "$port" -U postgres -d "$1" -c "
+    SELECT calls, round((total_exec_time * 1000 / calls)::numeric, 1) AS exec_us,
+           round((total_plan_time * 1000 / calls)::numeric, 1) AS plan_us,
+           wal_bytes / calls AS wal_bytes, left(regexp_replace(query, '\s+', ' ', 'g'), 80) AS statement
+      FROM pg_stat_statements
+     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls >= 100
+     ORDER BY total_exec_time DESC LIMIT 8"
+}
 "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
 server=
 cleanup() {
@@ -149,7 +162,10 @@ SQL
     [ "$delay" = direct ] || proxy_stats "$stats_port" > "$dir/$run.rt0"
     cpu_ticks "$server" > "$dir/$run.cpu0"
     echo "$server" > "$dir/$run.pid"
+    [ -n "${PG_STATEMENTS:-}" ] && psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" \
+      -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()" >/dev/null
     wrk -t2 -c"$conns" -d"${secs}s" --latency -s "bench/http/$scenario.lua" "$url" > "$dir/$run.wrk"
+    [ -n "${PG_STATEMENTS:-}" ] && statements "$db"
     cpu_ticks "$server" > "$dir/$run.cpu1"
     [ "$delay" = direct ] || proxy_stats "$stats_port" > "$dir/$run.rt1"
     [ -n "$perf_pid" ] && wait "$perf_pid"

@@ -666,20 +666,27 @@ async fn main() -> anyhow::Result<()> {
             .context("plain_plus_row_tokio_postgres")?;
         let (plain_rps, plus_row_rps) = (plain.throughput_rps, plus_row.throughput_rps);
         let mut group = vec![plain, plus_row];
-        for (name, strategy) in [
+        for (name, strategy, begin_at_claim) in [
             (
                 "idempotent_create_claim_tokio_postgres",
                 Strategy::SeparateClaim,
+                false,
+            ),
+            (
+                "idempotent_create_claim_begun_tokio_postgres",
+                Strategy::SeparateClaim,
+                true,
             ),
             (
                 "idempotent_create_in_tx_tokio_postgres",
                 Strategy::InTransaction,
+                false,
             ),
         ] {
             if wanted(name) {
                 group.push(
                     bench
-                        .idempotent_tokio(name, clients, strategy)
+                        .idempotent_tokio(name, clients, strategy, begin_at_claim)
                         .await
                         .context(name)?,
                 );

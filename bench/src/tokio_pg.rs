@@ -70,10 +70,11 @@ impl Bench {
         name: &str,
         clients: usize,
         strategy: Strategy,
+        begin_at_claim: bool,
     ) -> anyhow::Result<ScenarioResult> {
         let pool = self.tokio_pool(clients)?;
         let exec = Executor::new(
-            TokioPgStore::new(pool.clone()),
+            TokioPgStore::new(pool.clone()).with_begin_at_claim(begin_at_claim),
             ExecutorConfig {
                 strategy,
                 ..ExecutorConfig::default()
