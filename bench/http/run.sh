@@ -70,12 +70,19 @@ statements() {
 "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w start >/dev/null
 server=
 cleanup() {
+  local status=$?
+  if [ "$status" != 0 ]; then
+    # What failed, before the evidence goes with the cluster's directory.
+    echo "run.sh: failed (exit $status); the ends of the service's and PostgreSQL's logs:" >&2
+    tail -n 20 "$dir"/server-*.log "$dir/log" >&2 2>/dev/null || true
+  fi
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
   [ -n "${proxy_pid:-}" ] && kill "$proxy_pid" 2>/dev/null || true
   "${as_pg[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
+trap 'echo "run.sh: line $LINENO: exit $?" >&2' ERR
 if [ -n "${WIDGETS_BIN:-}" ]; then
   widgets=$WIDGETS_BIN
 else
