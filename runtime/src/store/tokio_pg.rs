@@ -829,7 +829,7 @@ impl Store for TokioPgStore {
     async fn look(
         &self,
         scope: &Scope,
-        stale_after: Duration,
+        _stale_after: Duration,
     ) -> Result<Option<Record>, StoreError> {
         let hash = scope.hash();
         if !self.seen.contains(&hash) {
@@ -841,8 +841,10 @@ impl Store for TokioPgStore {
             &self.claim_pool
         };
         let client = self.connection(pool).await?;
-        let params: [&(dyn ToSql + Sync); 2] = [&&hash[..], &pg::secs(stale_after)];
-        let rows = self.statements.query(&client, pg::LOOK, &params).await?;
+        let rows = self
+            .statements
+            .query(&client, pg::LOOK, &[&&hash[..]])
+            .await?;
         match rows.first().map(record_from_row).transpose()? {
             Some(record) if record.state != RecordState::Claimed => Ok(Some(record)),
             Some(_) => Ok(None),
