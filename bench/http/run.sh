@@ -10,7 +10,7 @@
 # Usage: [STORES="sqlx tokio-postgres"] [STRATEGIES="separate-claim in-transaction"]
 #        [DELAYS="0 0.5 1"] [RUST_LOG=info]
 #        [WIDGETS_METRICS=off] [WIDGETS_BIN=path] [JSON=path] [PERF_DIR=dir] [PG_SOCKET=tcp|unix]
-#        [PG_STATEMENTS=1] bench/http/run.sh [seconds] [connections]
+#        [PG_STATEMENTS=1] [ROUNDS=n] bench/http/run.sh [seconds] [connections]
 #
 # DELAYS: the database across a network. For each one-way delay (milliseconds) the service
 # reaches PostgreSQL through idemgen-delay-proxy, which holds every byte that long in each
@@ -27,6 +27,10 @@
 # (with PERF_SERVICE=1, the service's process alone with DWARF call graphs). PG_STATEMENTS=1 loads
 # pg_stat_statements and prints, after each wrk run, the statements PostgreSQL ran during it: calls,
 # execution and planning µs per call, WAL bytes per call (where PostgreSQL's CPU goes).
+# ROUNDS=n (default 1) runs the four scenarios n times in turn on each service and database,
+# and reports each figure as the median of the rounds, each ratio (taken within a round) as its
+# median with its range: on a shared machine one run's ratio moves by 0.05-0.1, a median of five
+# much less. The JSON entries then carry `rounds` and each round's req/s and ratios.
 # WIDGETS_STRATEGY (one strategy) is still honoured when STRATEGIES is unset. The server's log
 # goes to a file beside the cluster, deleted with it; RUST_LOG defaults to warn.
 set -euo pipefail
@@ -36,6 +40,7 @@ conns=${2:-16}
 strategies=${STRATEGIES:-${WIDGETS_STRATEGY:-separate-claim in-transaction}}
 stores=${STORES:-sqlx tokio-postgres}
 json=${JSON:-target/bench/http.json}
+rounds=${ROUNDS:-1}
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 2; }
 bin=$(dirname "$(readlink -f "$(command -v initdb || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")")
 dir=$(mktemp -d /tmp/idemgen-http-XXXX)
@@ -152,9 +157,10 @@ SQL
     for _ in $(seq 100); do proxy_stats "$stats_port" >/dev/null 2>&1 && break; sleep 0.05; done
     start_service "postgres://postgres@127.0.0.1:$proxy_port/$db"
   fi
+  for round in $(seq "$rounds"); do
   for scenario in plain plain_create create replay; do
-    run="$config-$delay-$scenario"
-    echo "== $store $strategy $scenario, database delay $delay ($conns connections, ${secs}s)"
+    run="$config-$delay-$scenario-r$round"
+    echo "== $store $strategy $scenario, database delay $delay ($conns connections, ${secs}s, round $round of $rounds)"
     # The previous scenario's dirty buffers written first, so its checkpoint work does not run
     # (and count as PostgreSQL CPU) in this one.
     psql -q -h 127.0.0.1 -p "$port" -U postgres -d "$db" -c "CHECKPOINT" >/dev/null
@@ -178,6 +184,7 @@ SQL
     [ -n "$perf_pid" ] && wait "$perf_pid"
     grep -E "Requests/sec|  50%|  99%|Non-2xx|Socket errors" "$dir/$run.wrk"
   done
+  done
   if [ "$delay" != direct ]; then
     kill "$server"; wait "$server" 2>/dev/null || true; server=
     kill "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true; proxy_pid=
@@ -189,11 +196,11 @@ SQL
 done
 done
 mkdir -p "$(dirname "$json")"
-python3 - "$dir" "$json" "$secs" "$conns" "$delays" "$stores" $strategies <<'PY'
-import json, re, sys
-d, out, secs, conns, delays, stores, strategies = (
+python3 - "$dir" "$json" "$secs" "$conns" "$delays" "$stores" "$rounds" $strategies <<'PY'
+import json, re, statistics, sys
+d, out, secs, conns, delays, stores, rounds, strategies = (
     sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(),
-    sys.argv[6].split(), sys.argv[7:])
+    sys.argv[6].split(), int(sys.argv[7]), sys.argv[8:])
 unit = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 def ticks(path):
     return {p: int(t) for p, t in (line.split() for line in open(path) if line.strip())}
@@ -230,23 +237,43 @@ for store in stores:
     tag = store.replace("-", "_")
     for strategy in strategies:
         for delay in delays:
-            runs = {s: wrk(f"{d}/{store}-{strategy}-{delay}-{s}") for s in names}
-            get, plain = runs["plain"]["throughput_rps"], runs["plain_create"]["throughput_rps"]
+            # One dict per round per scenario; ratios are taken within a round, against that
+            # round's floors, then the median of the rounds is reported with their range.
+            per_round = [{s: wrk(f"{d}/{store}-{strategy}-{delay}-{s}-r{n}") for s in names}
+                         for n in range(1, rounds + 1)]
+            for runs in per_round:
+                get = runs["plain"]["throughput_rps"]
+                plain = runs["plain_create"]["throughput_rps"]
+                for r in runs.values():
+                    r["ratio_to_plain"] = r["throughput_rps"] / plain
+                    r["ratio_to_get"] = r["throughput_rps"] / get
             where = "directly" if delay == "direct" else f"through {delay} ms each way"
-            print(f"\n{store}, {strategy}, PostgreSQL {where} ({conns} connections, {secs:g} s each)\n")
+            times = "" if rounds == 1 else f", median of {rounds} rounds"
+            print(f"\n{store}, {strategy}, PostgreSQL {where} ({conns} connections, {secs:g} s each{times})\n")
             print("| scenario | req/s | p50 ms | p99 ms | × plain create | × GET | round trips/req "
                   "| CPU µs/req service | CPU µs/req PostgreSQL |")
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            def ratio(values):
+                m = statistics.median(values)
+                return f"{m:.2f}" if rounds == 1 else f"{m:.2f} ({min(values):.2f}–{max(values):.2f})"
             for s, name in names.items():
-                r = runs[s]
+                each = [runs[s] for runs in per_round]
+                def med(key):
+                    values = [x[key] for x in each if x[key] is not None]
+                    return statistics.median(values) if values else None
+                r = {key: med(key) for key in each[0] if key != "non_2xx"}
+                r["non_2xx"] = sum(x["non_2xx"] for x in each)
                 r.update(name=f"{name}_{tag}", store=store, strategy=strategy, clients=conns,
-                         one_way_delay_ms=None if delay == "direct" else float(delay),
-                         ratio_to_plain=r["throughput_rps"] / plain,
-                         ratio_to_get=r["throughput_rps"] / get)
+                         one_way_delay_ms=None if delay == "direct" else float(delay), rounds=rounds)
+                if rounds > 1:
+                    r["per_round"] = [{k: x[k] for k in ("throughput_rps", "p50_ms", "p99_ms",
+                                                         "ratio_to_plain", "ratio_to_get")}
+                                      for x in each]
                 scenarios.append(r)
                 rt = r["round_trips_per_request"]
                 print(f"| {r['name']} | {r['throughput_rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
-                      f"| {r['ratio_to_plain']:.2f} | {r['ratio_to_get']:.2f} "
+                      f"| {ratio([x['ratio_to_plain'] for x in each])} "
+                      f"| {ratio([x['ratio_to_get'] for x in each])} "
                       f"| {'-' if rt is None else f'{rt:.2f}'} "
                       f"| {r['service_cpu_us_per_request']:.0f} | {r['postgres_cpu_us_per_request']:.0f} |"
                       + (f" ({r['non_2xx']} non-2xx)" if r["non_2xx"] else ""))

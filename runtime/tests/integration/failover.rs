@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use idemgen_runtime::engine::{Disposition, ExecuteError};
-use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy};
+use idemgen_runtime::{Executor, ExecutorConfig, PgStore, Strategy, TokioPgStore};
 use idemgen_testdb::{Cluster, ClusterOptions, Switch};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
@@ -299,6 +299,22 @@ async fn a_store_pointed_at_a_standby_answers_503_and_reads_nothing() {
                 assert!(!body.contains("recovery"), "{body}");
             }
             other => panic!("{strategy:?}: {:?}", other.map(|o| o.disposition)),
+        }
+    }
+    // The pipelining store too: its gate asks for the recovery state beside the lock, and its
+    // claim fails as any write does on a standby.
+    let tokio_pool = TokioPgStore::pool(&pair.standby.url("app"), 4).unwrap();
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        let exec = Executor::new(TokioPgStore::new(tokio_pool.clone()), config(strategy));
+        let req = request(scope("alice", "on-standby-tokio"), json!({}), 1);
+        match exec.execute(req, tokio_pg_id_writer("x".into())).await {
+            Err(ExecuteError::Problem(p)) => {
+                assert_eq!(p.kind().status().as_u16(), 503, "{strategy:?}: {p:?}");
+                let body = String::from_utf8_lossy(&p.body_json()).into_owned();
+                assert!(!body.contains("read-only"), "{body}");
+                assert!(!body.contains("recovery"), "{body}");
+            }
+            other => panic!("tokio-postgres {strategy:?}: {:?}", other.map(|o| o.disposition)),
         }
     }
     // A read (lost acknowledgement reconciliation) refuses too: a standby may lag the writer.
