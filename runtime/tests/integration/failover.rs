@@ -314,7 +314,10 @@ async fn a_store_pointed_at_a_standby_answers_503_and_reads_nothing() {
                 assert!(!body.contains("read-only"), "{body}");
                 assert!(!body.contains("recovery"), "{body}");
             }
-            other => panic!("tokio-postgres {strategy:?}: {:?}", other.map(|o| o.disposition)),
+            other => panic!(
+                "tokio-postgres {strategy:?}: {:?}",
+                other.map(|o| o.disposition)
+            ),
         }
     }
     // A read (lost acknowledgement reconciliation) refuses too: a standby may lag the writer.
