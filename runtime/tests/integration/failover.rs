@@ -301,8 +301,8 @@ async fn a_store_pointed_at_a_standby_answers_503_and_reads_nothing() {
             other => panic!("{strategy:?}: {:?}", other.map(|o| o.disposition)),
         }
     }
-    // The pipelining store too: its gate asks for the recovery state beside the lock, and its
-    // claim fails as any write does on a standby.
+    // The pipelining store too: its gate (the same `idemgen_gate`) refuses a server in recovery,
+    // and its claim fails as any write does on a standby.
     let tokio_pool = TokioPgStore::pool(&pair.standby.url("app"), 4).unwrap();
     for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
         let exec = Executor::new(TokioPgStore::new(tokio_pool.clone()), config(strategy));
