@@ -73,6 +73,10 @@ struct Args {
     /// through a delaying proxy that also counts round trips.
     #[arg(long)]
     db_delay_ms: Option<f64>,
+    /// Run every client count's scenarios this many times in turn: each figure is then the
+    /// median of the rounds, and each ratio, taken within its round, is given with its range.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,12 +97,93 @@ struct ScenarioResult {
     round_trips_per_request: Option<f64>,
     ratio_to_plain: Option<f64>,
     ratio_to_plus_row: Option<f64>,
+    /// tokio-postgres only: against `plain_plus_record_tokio_postgres`, the in-transaction
+    /// create's writes without its gate or executor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_plus_record: Option<f64>,
     /// `same_key_storm` only: committed business writes per key (must be 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     writes_per_key: Option<f64>,
     /// `same_key_storm` only: median time from the first attempt to the last answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     settle_ms: Option<f64>,
+    /// `--rounds` above 1: the figures above are the medians of these rounds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    per_round: Vec<RoundFigures>,
+}
+
+/// One round's figures of a scenario, its ratios taken against the floors of the same round.
+#[derive(Debug, Clone, Serialize)]
+struct RoundFigures {
+    throughput_rps: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    ratio_to_plain: Option<f64>,
+    ratio_to_plus_row: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_plus_record: Option<f64>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// The rounds of one client count as one result per scenario: each figure the median of its
+/// rounds (writes per key the largest: it must be 1 in every round), requests summed, and each
+/// round's figures kept. Every round runs the same scenarios in the same order.
+fn merge_rounds(rounds: Vec<Vec<ScenarioResult>>) -> Vec<ScenarioResult> {
+    if rounds.len() == 1 {
+        return rounds.into_iter().next().unwrap_or_default();
+    }
+    let first = &rounds[0];
+    (0..first.len())
+        .map(|i| {
+            let runs: Vec<&ScenarioResult> = rounds.iter().map(|r| &r[i]).collect();
+            let med = |f: fn(&ScenarioResult) -> f64| median(runs.iter().map(|s| f(s)).collect());
+            let med_opt = |f: fn(&ScenarioResult) -> Option<f64>| {
+                let v: Option<Vec<f64>> = runs.iter().map(|s| f(s)).collect();
+                v.map(median)
+            };
+            ScenarioResult {
+                name: runs[0].name.clone(),
+                clients: runs[0].clients,
+                requests: runs.iter().map(|s| s.requests).sum(),
+                throughput_rps: med(|s| s.throughput_rps),
+                p50_ms: med(|s| s.p50_ms),
+                p99_ms: med(|s| s.p99_ms),
+                commits_per_request: med_opt(|s| s.commits_per_request),
+                statements_per_request: med_opt(|s| s.statements_per_request),
+                wal_flushes_per_request: med_opt(|s| s.wal_flushes_per_request),
+                round_trips_per_request: med_opt(|s| s.round_trips_per_request),
+                ratio_to_plain: med_opt(|s| s.ratio_to_plain),
+                ratio_to_plus_row: med_opt(|s| s.ratio_to_plus_row),
+                ratio_to_plus_record: med_opt(|s| s.ratio_to_plus_record),
+                writes_per_key: runs
+                    .iter()
+                    .map(|s| s.writes_per_key)
+                    .collect::<Option<Vec<f64>>>()
+                    .and_then(|v| v.into_iter().reduce(f64::max)),
+                settle_ms: med_opt(|s| s.settle_ms),
+                per_round: runs
+                    .iter()
+                    .map(|s| RoundFigures {
+                        throughput_rps: s.throughput_rps,
+                        p50_ms: s.p50_ms,
+                        p99_ms: s.p99_ms,
+                        ratio_to_plain: s.ratio_to_plain,
+                        ratio_to_plus_row: s.ratio_to_plus_row,
+                        ratio_to_plus_record: s.ratio_to_plus_record,
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -340,8 +425,10 @@ impl Bench {
             round_trips_per_request: trips,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
+            ratio_to_plus_record: None,
             writes_per_key: None,
             settle_ms: None,
+            per_round: Vec::new(),
         })
     }
 
@@ -491,20 +578,122 @@ impl Bench {
             round_trips_per_request: None,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
+            ratio_to_plus_record: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
             settle_ms: Some(percentile(&settle, 0.5)),
+            per_round: Vec::new(),
         })
+    }
+
+    /// One round at `clients`: the floors, then the wanted scenarios, per driver, each group's
+    /// ratios against its own floors.
+    async fn round(
+        &self,
+        clients: usize,
+        wanted: &impl Fn(&str) -> bool,
+    ) -> anyhow::Result<Vec<ScenarioResult>> {
+        let mut scenarios = Vec::new();
+        let plain = self.plain(clients).await.context("plain_create")?;
+        let plain_rps = plain.throughput_rps;
+        let plus_row = self
+            .plain_plus_row(clients)
+            .await
+            .context("plain_plus_row")?;
+        let plus_row_rps = plus_row.throughput_rps;
+        let mut group = vec![plain, plus_row];
+        for (name, strategy, synchronous_claims) in [
+            ("idempotent_create_claim", Strategy::SeparateClaim, false),
+            (
+                "idempotent_create_claim_sync",
+                Strategy::SeparateClaim,
+                true,
+            ),
+            ("idempotent_create_in_tx", Strategy::InTransaction, false),
+        ] {
+            if wanted(name) {
+                group.push(
+                    self.idempotent(name, clients, strategy, synchronous_claims)
+                        .await
+                        .context(name)?,
+                );
+            }
+        }
+        if wanted("replay") {
+            group.push(self.replay(clients).await.context("replay")?);
+        }
+        if wanted("same_key_storm") {
+            group.push(self.storm(clients).await.context("same_key_storm")?);
+        }
+        for s in &mut group {
+            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
+            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
+        }
+        scenarios.extend(group);
+        // tokio-postgres: its scenarios against its own floors.
+        let plain = self
+            .plain_tokio(clients, false)
+            .await
+            .context("plain_create_tokio_postgres")?;
+        let plus_row = self
+            .plain_tokio(clients, true)
+            .await
+            .context("plain_plus_row_tokio_postgres")?;
+        let plus_record = self
+            .plus_record_tokio(clients)
+            .await
+            .context("plain_plus_record_tokio_postgres")?;
+        let (plain_rps, plus_row_rps, plus_record_rps) = (
+            plain.throughput_rps,
+            plus_row.throughput_rps,
+            plus_record.throughput_rps,
+        );
+        let mut group = vec![plain, plus_row, plus_record];
+        for (name, strategy, begin_at_claim) in [
+            (
+                "idempotent_create_claim_tokio_postgres",
+                Strategy::SeparateClaim,
+                false,
+            ),
+            (
+                "idempotent_create_claim_begun_tokio_postgres",
+                Strategy::SeparateClaim,
+                true,
+            ),
+            (
+                "idempotent_create_in_tx_tokio_postgres",
+                Strategy::InTransaction,
+                false,
+            ),
+        ] {
+            if wanted(name) {
+                group.push(
+                    self.idempotent_tokio(name, clients, strategy, begin_at_claim)
+                        .await
+                        .context(name)?,
+                );
+            }
+        }
+        if wanted("replay_tokio_postgres") {
+            group.push(self.replay_tokio(clients).await.context("replay")?);
+        }
+        for s in &mut group {
+            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
+            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
+            s.ratio_to_plus_record = Some(s.throughput_rps / plus_record_rps);
+        }
+        scenarios.extend(group);
+        Ok(scenarios)
     }
 }
 
 fn markdown(report: &Report) -> String {
     let mut out = String::from(
-        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | round trips/req | × plain | × plain_plus_row | writes/key |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| scenario | clients | req/s | p50 ms | p99 ms | commits/req | statements/req | WAL flushes/req | round trips/req | × plain | × plain_plus_row | × plain_plus_record | writes/key |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in &report.scenarios {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             s.name,
             s.clients,
             s.throughput_rps,
@@ -518,24 +707,51 @@ fn markdown(report: &Report) -> String {
                 .map_or("–".into(), |v| format!("{v:.2}")),
             s.round_trips_per_request
                 .map_or("–".into(), |v| format!("{v:.2}")),
-            s.ratio_to_plain.map_or("–".into(), |v| format!("{v:.2}")),
-            s.ratio_to_plus_row
-                .map_or("–".into(), |v| format!("{v:.2}")),
+            ratio_cell(s.ratio_to_plain, s, |r| r.ratio_to_plain),
+            ratio_cell(s.ratio_to_plus_row, s, |r| r.ratio_to_plus_row),
+            ratio_cell(s.ratio_to_plus_record, s, |r| r.ratio_to_plus_record),
             s.writes_per_key.map_or("–".into(), |v| format!("{v:.2}")),
         ));
     }
     out
 }
 
+/// A ratio, with its range over the rounds when there were several.
+fn ratio_cell(
+    median: Option<f64>,
+    s: &ScenarioResult,
+    of: fn(&RoundFigures) -> Option<f64>,
+) -> String {
+    let Some(median) = median else {
+        return "–".into();
+    };
+    let each: Vec<f64> = s.per_round.iter().filter_map(of).collect();
+    match (
+        each.iter().copied().reduce(f64::min),
+        each.iter().copied().reduce(f64::max),
+    ) {
+        (Some(lo), Some(hi)) if each.len() > 1 => format!("{median:.2} ({lo:.2}–{hi:.2})"),
+        _ => format!("{median:.2}"),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
     if args.sqlite {
-        let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+        let mut scenarios = Vec::new();
+        for &clients in &args.clients {
+            let mut rounds = Vec::new();
+            for _ in 0..args.rounds {
+                rounds.push(sqlite::run(args.seconds, &[clients], &wanted).await?);
+            }
+            scenarios.extend(merge_rounds(rounds));
+        }
         let report = Report {
             server: "SQLite file (WAL, synchronous=FULL)".into(),
             seconds_per_run: args.seconds,
-            scenarios: sqlite::run(args.seconds, &args.clients, wanted).await?,
+            scenarios,
         };
         println!("{}", markdown(&report));
         if let Some(path) = &args.json {
@@ -616,90 +832,15 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut scenarios = Vec::new();
     for &clients in &args.clients {
-        eprintln!("bench: {clients} client(s)");
-        let plain = bench.plain(clients).await.context("plain_create")?;
-        let plain_rps = plain.throughput_rps;
-        let plus_row = bench
-            .plain_plus_row(clients)
-            .await
-            .context("plain_plus_row")?;
-        let plus_row_rps = plus_row.throughput_rps;
-        let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
-        let mut group = vec![plain, plus_row];
-        for (name, strategy, synchronous_claims) in [
-            ("idempotent_create_claim", Strategy::SeparateClaim, false),
-            (
-                "idempotent_create_claim_sync",
-                Strategy::SeparateClaim,
-                true,
-            ),
-            ("idempotent_create_in_tx", Strategy::InTransaction, false),
-        ] {
-            if wanted(name) {
-                group.push(
-                    bench
-                        .idempotent(name, clients, strategy, synchronous_claims)
-                        .await
-                        .context(name)?,
-                );
-            }
+        let mut rounds = Vec::new();
+        for round in 1..=args.rounds {
+            eprintln!(
+                "bench: {clients} client(s), round {round} of {}",
+                args.rounds
+            );
+            rounds.push(bench.round(clients, &wanted).await?);
         }
-        if wanted("replay") {
-            group.push(bench.replay(clients).await.context("replay")?);
-        }
-        if wanted("same_key_storm") {
-            group.push(bench.storm(clients).await.context("same_key_storm")?);
-        }
-        for s in &mut group {
-            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
-            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
-        }
-        scenarios.extend(group);
-        // tokio-postgres: its scenarios against its own floors.
-        let plain = bench
-            .plain_tokio(clients, false)
-            .await
-            .context("plain_create_tokio_postgres")?;
-        let plus_row = bench
-            .plain_tokio(clients, true)
-            .await
-            .context("plain_plus_row_tokio_postgres")?;
-        let (plain_rps, plus_row_rps) = (plain.throughput_rps, plus_row.throughput_rps);
-        let mut group = vec![plain, plus_row];
-        for (name, strategy, begin_at_claim) in [
-            (
-                "idempotent_create_claim_tokio_postgres",
-                Strategy::SeparateClaim,
-                false,
-            ),
-            (
-                "idempotent_create_claim_begun_tokio_postgres",
-                Strategy::SeparateClaim,
-                true,
-            ),
-            (
-                "idempotent_create_in_tx_tokio_postgres",
-                Strategy::InTransaction,
-                false,
-            ),
-        ] {
-            if wanted(name) {
-                group.push(
-                    bench
-                        .idempotent_tokio(name, clients, strategy, begin_at_claim)
-                        .await
-                        .context(name)?,
-                );
-            }
-        }
-        if wanted("replay_tokio_postgres") {
-            group.push(bench.replay_tokio(clients).await.context("replay")?);
-        }
-        for s in &mut group {
-            s.ratio_to_plain = Some(s.throughput_rps / plain_rps);
-            s.ratio_to_plus_row = Some(s.throughput_rps / plus_row_rps);
-        }
-        scenarios.extend(group);
+        scenarios.extend(merge_rounds(rounds));
     }
     let report = Report {
         server,
@@ -713,4 +854,74 @@ async fn main() -> anyhow::Result<()> {
     }
     drop(cluster);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(name: &str, rps: f64, ratio: f64, writes: Option<f64>) -> ScenarioResult {
+        ScenarioResult {
+            name: name.into(),
+            clients: 16,
+            requests: rps as u64,
+            throughput_rps: rps,
+            p50_ms: 1000.0 / rps,
+            p99_ms: 2000.0 / rps,
+            commits_per_request: Some(1.0),
+            statements_per_request: None,
+            wal_flushes_per_request: Some(0.5),
+            round_trips_per_request: None,
+            ratio_to_plain: Some(ratio),
+            ratio_to_plus_row: Some(ratio * 2.0),
+            ratio_to_plus_record: None,
+            writes_per_key: writes,
+            settle_ms: None,
+            per_round: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rounds_merge_into_medians_of_ratios_taken_within_each_round() {
+        let rounds = vec![
+            vec![
+                result("a", 100.0, 0.5, None),
+                result("storm", 10.0, 0.1, Some(1.0)),
+            ],
+            vec![
+                result("a", 300.0, 0.9, None),
+                result("storm", 30.0, 0.3, Some(2.0)),
+            ],
+            vec![
+                result("a", 200.0, 0.6, None),
+                result("storm", 20.0, 0.2, Some(1.0)),
+            ],
+        ];
+        let merged = merge_rounds(rounds);
+        assert_eq!(merged.len(), 2);
+        let a = &merged[0];
+        assert_eq!((a.name.as_str(), a.requests), ("a", 600));
+        assert_eq!(a.throughput_rps, 200.0);
+        assert_eq!(a.ratio_to_plain, Some(0.6));
+        assert_eq!(a.ratio_to_plus_row, Some(1.2));
+        assert_eq!(a.ratio_to_plus_record, None);
+        assert_eq!(a.per_round.len(), 3);
+        assert_eq!(
+            ratio_cell(a.ratio_to_plain, a, |r| r.ratio_to_plain),
+            "0.60 (0.50–0.90)"
+        );
+        // A storm that wrote twice in one round reports it, whatever the median.
+        assert_eq!(merged[1].writes_per_key, Some(2.0));
+    }
+
+    #[test]
+    fn one_round_is_reported_as_measured() {
+        let merged = merge_rounds(vec![vec![result("a", 100.0, 0.5, None)]]);
+        assert!(merged[0].per_round.is_empty());
+        assert_eq!(
+            ratio_cell(merged[0].ratio_to_plain, &merged[0], |r| r.ratio_to_plain),
+            "0.50"
+        );
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
 }

@@ -117,8 +117,10 @@ impl SqliteBench {
             round_trips_per_request: None,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
+            ratio_to_plus_record: None,
             writes_per_key: None,
             settle_ms: None,
+            per_round: Vec::new(),
         })
     }
 
@@ -254,8 +256,10 @@ impl SqliteBench {
             round_trips_per_request: None,
             ratio_to_plain: None,
             ratio_to_plus_row: None,
+            ratio_to_plus_record: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
             settle_ms: None,
+            per_round: Vec::new(),
         })
     }
 }

@@ -2,12 +2,20 @@
 //! driver (deadpool-postgres's pool, statements prepared once per connection), each scenario
 //! named as on sqlx with `_tokio_postgres` after it. The floors are what a handler on this
 //! driver writes without idemgen: `BEGIN`, the inserts and `COMMIT`, each awaited.
+//!
+//! A third floor, `plain_plus_record_tokio_postgres`, is the in-transaction create's writes
+//! without its gate or executor: the store's own `BEGIN`, the business insert, and the completed
+//! record sent with `COMMIT` (`TokioPgStore::begin`, `insert_completed`, `commit`), three round
+//! trips as the create makes. The create's ratio to it is what the gate and the executor cost;
+//! its own ratio to `plain_plus_row` is what the record row costs beyond any row.
 
 use std::sync::Arc;
 
 use idemgen_runtime::deadpool_postgres::Pool;
-use idemgen_runtime::engine::{ExecuteError, HandlerFuture};
-use idemgen_runtime::{Executor, ExecutorConfig, Strategy, TokioPgStore, TxHandle};
+use idemgen_runtime::engine::{
+    ClaimRequest, ClaimToken, ExecuteError, HandlerFuture, ResponseCodec, StoredResponse,
+};
+use idemgen_runtime::{Executor, ExecutorConfig, Store, Strategy, TokioPgStore, TxHandle};
 
 use crate::{Bench, Created, Op, Pools, ScenarioResult, request};
 
@@ -63,6 +71,57 @@ impl Bench {
             "plain_create_tokio_postgres"
         };
         self.measure(name, clients, Pools::Tokio(&pool), op).await
+    }
+
+    /// The in-transaction create's writes through the store, without the gate or the executor.
+    pub(crate) async fn plus_record_tokio(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+        let pool = self.tokio_pool(clients)?;
+        let store = Arc::new(TokioPgStore::new(pool.clone()));
+        let run = uuid::Uuid::new_v4().simple().to_string();
+        let op: Op = Arc::new(move |c, n| {
+            let (store, key) = (store.clone(), format!("{run}-{n}"));
+            Box::pin(async move {
+                let owner = format!("owner-{c}");
+                let request = request(&owner, &key);
+                let mut tx = store.begin().await?;
+                let id = uuid::Uuid::new_v4();
+                let client = tx.client();
+                let insert = client.prepare_cached(INSERT_THING).await?;
+                client.execute(&insert, &[&id, &owner]).await?;
+                // What the executor stores for this response.
+                let encoded = Created(id)
+                    .encode_success()?
+                    .expect("a created thing has a response");
+                let response =
+                    StoredResponse::new(encoded.status, &encoded.headers, encoded.body, &[])?;
+                let claim = ClaimRequest {
+                    scope: &request.scope,
+                    fingerprint: &request.fingerprint,
+                    fingerprint_version: request.fingerprint_version,
+                    token: ClaimToken::generate(),
+                    holder: None,
+                    stale_after: ExecutorConfig::default().stale_claim,
+                    retention: ExecutorConfig::default().retention,
+                };
+                let resource = id.to_string();
+                let inserted = store
+                    .insert_completed(&mut tx, &claim, &response, Some(&resource))
+                    .await?;
+                anyhow::ensure!(inserted, "a fresh key's record was not inserted");
+                store
+                    .commit(tx)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                Ok(())
+            })
+        });
+        self.measure(
+            "plain_plus_record_tokio_postgres",
+            clients,
+            Pools::Tokio(&pool),
+            op,
+        )
+        .await
     }
 
     pub(crate) async fn idempotent_tokio(
