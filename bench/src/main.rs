@@ -25,7 +25,13 @@
 //!
 //! The same scenarios then run on tokio-postgres (`TokioPgStore`, the pipelining store) against
 //! floors on that driver, each named with `_tokio_postgres` after it, its ratios against its own
-//! floors (`tokio_pg.rs`). Every floor's pool pings no connection at checkout.
+//! floors (`tokio_pg.rs`), among them `plain_plus_record_tokio_postgres` (the in-transaction
+//! create's writes without its gate or executor) and, beside the create, `gated_record_tokio_postgres`
+//! (the same with the gate). Every floor's pool pings no connection at checkout.
+//!
+//! `--rounds n` runs each client count's scenarios n times in turn: the figures are the medians
+//! of the rounds, each ratio taken within its round and given with its range, and the JSON keeps
+//! every round's figures (`per_round`).
 //!
 //! `--sqlite` runs the same comparison on `SqliteStore` instead, against SQLite floors, with no
 //! PostgreSQL (`sqlite.rs`).
@@ -639,7 +645,7 @@ impl Bench {
             .await
             .context("plain_plus_row_tokio_postgres")?;
         let plus_record = self
-            .plus_record_tokio(clients)
+            .plus_record_tokio(clients, false)
             .await
             .context("plain_plus_record_tokio_postgres")?;
         let (plain_rps, plus_row_rps, plus_record_rps) = (
@@ -672,6 +678,9 @@ impl Bench {
                         .context(name)?,
                 );
             }
+        }
+        if wanted("gated_record_tokio_postgres") {
+            group.push(self.plus_record_tokio(clients, true).await?);
         }
         if wanted("replay_tokio_postgres") {
             group.push(self.replay_tokio(clients).await.context("replay")?);

@@ -6,8 +6,10 @@
 //! A third floor, `plain_plus_record_tokio_postgres`, is the in-transaction create's writes
 //! without its gate or executor: the store's own `BEGIN`, the business insert, and the completed
 //! record sent with `COMMIT` (`TokioPgStore::begin`, `insert_completed`, `commit`), three round
-//! trips as the create makes. The create's ratio to it is what the gate and the executor cost;
-//! its own ratio to `plain_plus_row` is what the record row costs beyond any row.
+//! trips as the create makes. Its ratio to `plain_plus_row` is what the record row costs beyond
+//! any row. `gated_record_tokio_postgres` adds the gate (`begin_gated` in place of `begin`), still
+//! without the executor, so the in-transaction create's cost over the plain create splits into
+//! the record row, the gate and the executor, each measured in the same run.
 
 use std::sync::Arc;
 
@@ -73,8 +75,13 @@ impl Bench {
         self.measure(name, clients, Pools::Tokio(&pool), op).await
     }
 
-    /// The in-transaction create's writes through the store, without the gate or the executor.
-    pub(crate) async fn plus_record_tokio(&self, clients: usize) -> anyhow::Result<ScenarioResult> {
+    /// The in-transaction create's writes through the store, without the executor, and without
+    /// the gate unless `gated`.
+    pub(crate) async fn plus_record_tokio(
+        &self,
+        clients: usize,
+        gated: bool,
+    ) -> anyhow::Result<ScenarioResult> {
         let pool = self.tokio_pool(clients)?;
         let store = Arc::new(TokioPgStore::new(pool.clone()));
         let run = uuid::Uuid::new_v4().simple().to_string();
@@ -83,7 +90,23 @@ impl Bench {
             Box::pin(async move {
                 let owner = format!("owner-{c}");
                 let request = request(&owner, &key);
-                let mut tx = store.begin().await?;
+                let claim = ClaimRequest {
+                    scope: &request.scope,
+                    fingerprint: &request.fingerprint,
+                    fingerprint_version: request.fingerprint_version,
+                    token: ClaimToken::generate(),
+                    holder: None,
+                    stale_after: ExecutorConfig::default().stale_claim,
+                    retention: ExecutorConfig::default().retention,
+                };
+                let mut tx = if gated {
+                    match store.begin_gated(&claim).await? {
+                        idemgen_runtime::engine::Gate::Open(tx) => tx,
+                        _ => anyhow::bail!("a fresh key's gate did not open"),
+                    }
+                } else {
+                    store.begin().await?
+                };
                 let id = uuid::Uuid::new_v4();
                 let client = tx.client();
                 let insert = client.prepare_cached(INSERT_THING).await?;
@@ -94,15 +117,6 @@ impl Bench {
                     .expect("a created thing has a response");
                 let response =
                     StoredResponse::new(encoded.status, &encoded.headers, encoded.body, &[])?;
-                let claim = ClaimRequest {
-                    scope: &request.scope,
-                    fingerprint: &request.fingerprint,
-                    fingerprint_version: request.fingerprint_version,
-                    token: ClaimToken::generate(),
-                    holder: None,
-                    stale_after: ExecutorConfig::default().stale_claim,
-                    retention: ExecutorConfig::default().retention,
-                };
                 let resource = id.to_string();
                 let inserted = store
                     .insert_completed(&mut tx, &claim, &response, Some(&resource))
@@ -116,7 +130,11 @@ impl Bench {
             })
         });
         self.measure(
-            "plain_plus_record_tokio_postgres",
+            if gated {
+                "gated_record_tokio_postgres"
+            } else {
+                "plain_plus_record_tokio_postgres"
+            },
             clients,
             Pools::Tokio(&pool),
             op,
