@@ -113,7 +113,9 @@ struct ScenarioResult {
     /// `same_key_storm` only: median time from the first attempt to the last answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     settle_ms: Option<f64>,
-    /// `--rounds` above 1: the figures above are the medians of these rounds.
+    /// How many rounds the figures above are the medians of (`--rounds`).
+    rounds: usize,
+    /// More than one round: each round's figures.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     per_round: Vec<RoundFigures>,
 }
@@ -176,6 +178,7 @@ fn merge_rounds(rounds: Vec<Vec<ScenarioResult>>) -> Vec<ScenarioResult> {
                     .collect::<Option<Vec<f64>>>()
                     .and_then(|v| v.into_iter().reduce(f64::max)),
                 settle_ms: med_opt(|s| s.settle_ms),
+                rounds: runs.len(),
                 per_round: runs
                     .iter()
                     .map(|s| RoundFigures {
@@ -434,6 +437,7 @@ impl Bench {
             ratio_to_plus_record: None,
             writes_per_key: None,
             settle_ms: None,
+            rounds: 1,
             per_round: Vec::new(),
         })
     }
@@ -587,6 +591,7 @@ impl Bench {
             ratio_to_plus_record: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
             settle_ms: Some(percentile(&settle, 0.5)),
+            rounds: 1,
             per_round: Vec::new(),
         })
     }
@@ -886,6 +891,7 @@ mod tests {
             ratio_to_plus_record: None,
             writes_per_key: writes,
             settle_ms: None,
+            rounds: 1,
             per_round: Vec::new(),
         }
     }
@@ -914,7 +920,7 @@ mod tests {
         assert_eq!(a.ratio_to_plain, Some(0.6));
         assert_eq!(a.ratio_to_plus_row, Some(1.2));
         assert_eq!(a.ratio_to_plus_record, None);
-        assert_eq!(a.per_round.len(), 3);
+        assert_eq!((a.rounds, a.per_round.len()), (3, 3));
         assert_eq!(
             ratio_cell(a.ratio_to_plain, a, |r| r.ratio_to_plain),
             "0.60 (0.50–0.90)"

@@ -120,6 +120,7 @@ impl SqliteBench {
             ratio_to_plus_record: None,
             writes_per_key: None,
             settle_ms: None,
+            rounds: 1,
             per_round: Vec::new(),
         })
     }
@@ -259,6 +260,7 @@ impl SqliteBench {
             ratio_to_plus_record: None,
             writes_per_key: Some(writes as f64 / rounds as f64),
             settle_ms: None,
+            rounds: 1,
             per_round: Vec::new(),
         })
     }
