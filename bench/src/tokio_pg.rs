@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use anyhow::Context;
 use idemgen_runtime::deadpool_postgres::Pool;
 use idemgen_runtime::engine::{
     ClaimRequest, ClaimToken, ExecuteError, HandlerFuture, ResponseCodec, StoredResponse,
@@ -114,7 +115,7 @@ impl Bench {
                 // What the executor stores for this response.
                 let encoded = Created(id)
                     .encode_success()?
-                    .expect("a created thing has a response");
+                    .context("a created thing has a response")?;
                 let response =
                     StoredResponse::new(encoded.status, &encoded.headers, encoded.body, &[])?;
                 let resource = id.to_string();
