@@ -685,7 +685,11 @@ impl Bench {
             }
         }
         if wanted("gated_record_tokio_postgres") {
-            group.push(self.plus_record_tokio(clients, true).await?);
+            group.push(
+                self.plus_record_tokio(clients, true)
+                    .await
+                    .context("gated_record_tokio_postgres")?,
+            );
         }
         if wanted("replay_tokio_postgres") {
             group.push(self.replay_tokio(clients).await.context("replay")?);
