@@ -2,10 +2,11 @@
 //! pool) across a server crash: a lost claim only frees a key whose write cannot have committed,
 //! and a committed write always brings its claim with it (WAL is sequential).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, Disposition};
-use idemgen_runtime::{Executor, PgStore, Store, Strategy, TxHandle};
+use idemgen_runtime::{Executor, PgStore, Store, Strategy, TokioPgStore, TxHandle};
 use idemgen_testdb::{Cluster, ClusterOptions, TestDb};
 use serde_json::json;
 use sqlx::Executor as _;
@@ -45,27 +46,57 @@ enum Claims {
     Synchronous,
 }
 
-async fn store(db: &TestDb, claims: Claims) -> (PgStore, sqlx::PgPool) {
-    let pool = db.pool(4).await.unwrap();
-    let mut options = PgPoolOptions::new().max_connections(4);
-    if claims == Claims::SessionOff {
-        options = options.after_connect(|conn, _| {
-            Box::pin(async move {
-                conn.execute("SET synchronous_commit = off").await?;
-                Ok(())
-            })
-        });
+/// A PostgreSQL store as these tests open it on one database: the store, its claims on a pool of
+/// their own, and a sqlx pool for the checks.
+trait Driver: Store + Sized {
+    fn open(db: &TestDb, claims: Claims) -> impl Future<Output = (Self, sqlx::PgPool)> + Send;
+    fn business() -> Arc<dyn Business<Self>>;
+}
+
+impl Driver for PgStore {
+    async fn open(db: &TestDb, claims: Claims) -> (PgStore, sqlx::PgPool) {
+        let pool = db.pool(4).await.unwrap();
+        let mut options = PgPoolOptions::new().max_connections(4);
+        if claims == Claims::SessionOff {
+            options = options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute("SET synchronous_commit = off").await?;
+                    Ok(())
+                })
+            });
+        }
+        let claim_pool = options.connect_with(db.options.clone()).await.unwrap();
+        let store = PgStore::new(pool.clone())
+            .with_claim_pool(claim_pool)
+            .with_synchronous_claims(claims == Claims::Synchronous);
+        (store, pool)
     }
-    let claim_pool = options.connect_with(db.options.clone()).await.unwrap();
-    let store = PgStore::new(pool.clone())
-        .with_claim_pool(claim_pool)
-        .with_synchronous_claims(claims == Claims::Synchronous);
-    (store, pool)
+    fn business() -> Arc<dyn Business<PgStore>> {
+        pg_business()
+    }
+}
+
+impl Driver for TokioPgStore {
+    async fn open(db: &TestDb, claims: Claims) -> (TokioPgStore, sqlx::PgPool) {
+        assert_ne!(
+            claims,
+            Claims::SessionOff,
+            "sessions with synchronous_commit = off are a sqlx pool's set-up"
+        );
+        let pool = db.pool(4).await.unwrap();
+        let store = TokioPgStore::new(TokioPgStore::pool(&db.url, 4).unwrap())
+            .with_claim_pool(TokioPgStore::pool(&db.url, 4).unwrap())
+            .with_synchronous_claims(claims == Claims::Synchronous);
+        (store, pool)
+    }
+    fn business() -> Arc<dyn Business<TokioPgStore>> {
+        tokio_pg_business()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
-    let losses = crash_rounds(Claims::SessionOff).await;
+    let losses = crash_rounds::<PgStore>(Claims::SessionOff).await;
     assert!(
         losses > 0,
         "the crash never lost an asynchronous claim: the test did not bite"
@@ -75,7 +106,17 @@ async fn an_async_claim_lost_in_a_crash_frees_only_an_unwritten_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stores_default_claim_commits_asynchronously_and_loses_only_unwritten_keys() {
-    let losses = crash_rounds(Claims::StoreDefault).await;
+    default_claims_lost_only_unwritten::<PgStore>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_the_stores_default_claim_commits_asynchronously_and_loses_only_unwritten_keys()
+ {
+    default_claims_lost_only_unwritten::<TokioPgStore>().await;
+}
+
+async fn default_claims_lost_only_unwritten<S: Driver>() {
+    let losses = crash_rounds::<S>(Claims::StoreDefault).await;
     assert!(
         losses > 0,
         "the crash never lost a claim of the store's default: its commit waited for the flush"
@@ -85,20 +126,26 @@ async fn the_stores_default_claim_commits_asynchronously_and_loses_only_unwritte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous_claims_survive_a_crash() {
-    let losses = crash_rounds(Claims::Synchronous).await;
+    let losses = crash_rounds::<PgStore>(Claims::Synchronous).await;
+    assert_eq!(losses, 0, "a synchronous claim was lost in the crash");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_synchronous_claims_survive_a_crash() {
+    let losses = crash_rounds::<TokioPgStore>(Claims::Synchronous).await;
     assert_eq!(losses, 0, "a synchronous claim was lost in the crash");
 }
 
 /// Five rounds of: claim a fresh key, crash the server before the business transaction, then
 /// check that no write exists without its record and that the retry executes exactly once.
 /// Returns how many claims the crashes lost.
-async fn crash_rounds(claims: Claims) -> i64 {
+async fn crash_rounds<S: Driver>(claims: Claims) -> i64 {
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
     let mut losses = 0;
     for round in 0..5 {
-        let (store, pool) = store(&db, claims).await;
+        let (store, pool) = S::open(&db, claims).await;
         let s = scope("alice", &format!("crash-{round}"));
         let req = request(s.clone(), json!({"n": round}), 1);
         let claim = ClaimRequest {
@@ -117,8 +164,9 @@ async fn crash_rounds(claims: Claims) -> i64 {
         ));
         // The server dies before the business transaction could commit.
         pool.close().await;
+        drop(store);
         cluster.restart_immediate().unwrap();
-        let (store, pool) = store_after_restart(&db, claims).await;
+        let (store, pool) = store_after_restart::<S>(&db, claims).await;
         let survived = store
             .read(&s, std::time::Duration::from_secs(300))
             .await
@@ -144,7 +192,7 @@ async fn crash_rounds(claims: Claims) -> i64 {
         // ... and the retry executes exactly once.
         let env = Env {
             exec: Executor::new(store, config(Strategy::SeparateClaim)),
-            business: pg_business(),
+            business: S::business(),
             ledger: Ledger::Pg(pool.clone()),
         };
         let retry = attempt(&env, req.clone(), Plan::created(&format!("w{round}")))
@@ -160,30 +208,35 @@ async fn crash_rounds(claims: Claims) -> i64 {
     losses
 }
 
-async fn store_after_restart(db: &TestDb, claims: Claims) -> (PgStore, sqlx::PgPool) {
+async fn store_after_restart<S: Driver>(db: &TestDb, claims: Claims) -> (S, sqlx::PgPool) {
     // Connections need the server back up; TestDb::connect retries until it is.
     drop(db.connect().await.unwrap());
-    store(db, claims).await
+    S::open(db, claims).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_write_brings_its_async_claim_through_a_crash() {
-    committed_write_through_a_crash(Claims::SessionOff).await;
+    committed_write_through_a_crash::<PgStore>(Claims::SessionOff).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_committed_write_brings_its_claim_of_the_stores_default_through_a_crash() {
-    committed_write_through_a_crash(Claims::StoreDefault).await;
+    committed_write_through_a_crash::<PgStore>(Claims::StoreDefault).await;
 }
 
-async fn committed_write_through_a_crash(claims: Claims) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_a_committed_write_brings_its_claim_of_the_stores_default_through_a_crash() {
+    committed_write_through_a_crash::<TokioPgStore>(Claims::StoreDefault).await;
+}
+
+async fn committed_write_through_a_crash<S: Driver>(claims: Claims) {
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
-    let (store, pool) = store(&db, claims).await;
+    let (store, pool) = S::open(&db, claims).await;
     let env = Env {
         exec: Executor::new(store, config(Strategy::SeparateClaim)),
-        business: pg_business(),
+        business: S::business(),
         ledger: Ledger::Pg(pool.clone()),
     };
     let req = request(scope("alice", "flushed"), json!({}), 1);
@@ -192,8 +245,9 @@ async fn committed_write_through_a_crash(claims: Claims) {
         .unwrap();
     assert_eq!(first.disposition, Disposition::Executed);
     pool.close().await;
+    drop(env);
     cluster.restart_immediate().unwrap();
-    let (store, pool) = store_after_restart(&db, claims).await;
+    let (store, pool) = store_after_restart::<S>(&db, claims).await;
     let env = Env {
         exec: Executor::new(store, config(Strategy::SeparateClaim)),
         business: Arc::new(NoWrites),
@@ -210,10 +264,10 @@ async fn committed_write_through_a_crash(claims: Claims) {
 /// A business writer that must never be called.
 struct NoWrites;
 
-impl Business<idemgen_runtime::PgStore> for NoWrites {
+impl<S: Store> Business<S> for NoWrites {
     fn write<'a>(
         &'a self,
-        _tx: &'a mut idemgen_runtime::TxHandle<idemgen_runtime::PgStore>,
+        _tx: &'a mut TxHandle<S>,
         _label: String,
     ) -> idemgen_runtime::engine::HandlerFuture<'a, (), String> {
         Box::pin(async { Err("a replay ran the handler".to_owned()) })
@@ -228,12 +282,21 @@ impl Business<idemgen_runtime::PgStore> for NoWrites {
 /// renewal's synchronous commit, may have flushed it first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
+    live_attempt_after_a_lost_claim::<PgStore>().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
+    live_attempt_after_a_lost_claim::<TokioPgStore>().await;
+}
+
+async fn live_attempt_after_a_lost_claim<S: Driver>() {
     let cluster = lazy_wal_cluster();
     let db = TestDb::on_cluster(&cluster).await.unwrap();
     setup(&db).await;
     let mut lost = false;
     for round in 0..8 {
-        let (store, pool) = store(&db, Claims::StoreDefault).await;
+        let (store, pool) = S::open(&db, Claims::StoreDefault).await;
         let first_exec = Executor::new(store, config(Strategy::SeparateClaim));
         let req = request(scope("alice", &format!("live-{round}")), json!({}), 1);
         let first_label = format!("first-{round}");
@@ -241,7 +304,7 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
         // calling another service first does): it holds no connection.
         let (first, go) = paused_attempt(&first_exec, &req, &first_label).await;
         cluster.restart_immediate().unwrap();
-        let (retry_store, retry_pool) = store_after_restart(&db, Claims::StoreDefault).await;
+        let (retry_store, retry_pool) = store_after_restart::<S>(&db, Claims::StoreDefault).await;
         let survived = retry_store
             .read(&req.scope, std::time::Duration::from_secs(300))
             .await
@@ -279,10 +342,12 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
         let retried = retry.await.unwrap().unwrap();
         assert_eq!(retried.disposition, Disposition::Executed);
         assert_eq!(pg_write_ids(&retry_pool, &retry_label).await.len(), 1);
-        let again = retry_exec
-            .execute(req, pg_id_writer("never".into()))
-            .await
-            .unwrap();
+        let env = Env {
+            exec: retry_exec,
+            business: S::business(),
+            ledger: Ledger::Pg(retry_pool.clone()),
+        };
+        let again = attempt(&env, req, Plan::created("never")).await.unwrap();
         assert_eq!(again.disposition, Disposition::Replayed);
         assert_eq!(again.response, retried.response);
         assert_eq!(pg_write_ids(&retry_pool, "never").await, Vec::<i64>::new());
@@ -299,8 +364,8 @@ async fn a_live_attempt_whose_async_claim_a_crash_lost_still_makes_one_write() {
 
 /// An attempt of `req` on `exec`, spawned, whose handler has claimed the key and waits, before
 /// touching the database, until the returned `Notify` lets it write `label`.
-async fn paused_attempt(
-    exec: &Executor<PgStore>,
+async fn paused_attempt<S: Driver>(
+    exec: &Executor<S>,
     req: &idemgen_runtime::engine::IdempotentRequest,
     label: &str,
 ) -> (tokio::task::JoinHandle<Attempt>, Arc<tokio::sync::Notify>) {
@@ -311,13 +376,19 @@ async fn paused_attempt(
     let attempt = {
         let (exec, req, label) = (exec.clone(), req.clone(), label.to_owned());
         let (started, go) = (started.clone(), go.clone());
+        let business = S::business();
         tokio::spawn(async move {
-            exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+            exec.execute(req, move |tx: &mut TxHandle<S>| {
                 Box::pin(async move {
                     assert!(!tx.is_open(), "no transaction before the first touch");
                     started.notify_one();
                     go.notified().await;
-                    pg_id_writer(label)(tx).await
+                    business.write(tx, label.clone()).await?;
+                    Ok(TestResponse {
+                        status: 201,
+                        body: format!("made {label}"),
+                        headers: vec![],
+                    })
                 })
             })
             .await

@@ -9,6 +9,7 @@ use idemgen_runtime::engine::{Disposition, ExecuteError, HandlerFuture};
 use idemgen_runtime::{
     Executor, ExecutorConfig, PgStore, ProblemKind, Store, Strategy, TokioPgStore, TxHandle,
 };
+use idemgen_testdb::TestDb;
 use idemgen_testdb::proxy::{CommitFault, FaultProxy};
 use serde_json::json;
 use sqlx::postgres::{PgPoolOptions, PgSslMode};
@@ -282,26 +283,54 @@ const BUSINESS_POOL: u32 = 4;
 
 /// 32 concurrent slow writes (distinct keys) on a business pool of 4 connections, then one
 /// duplicate of each of 16 in-flight keys.
-async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
+async fn pool_exhaustion(strategy: Strategy, claim_pool: bool, driver: Driver) -> PoolRun {
     let (db, direct) = fresh_pg(2).await;
-    let pool = |n: u32| {
-        PgPoolOptions::new()
-            .max_connections(n)
-            .acquire_timeout(Duration::from_secs(20))
-            .connect_with(db.options.clone())
+    let config = ExecutorConfig {
+        strategy,
+        in_flight_wait: IN_FLIGHT_WAIT,
+        ..ExecutorConfig::default()
     };
-    let mut store = PgStore::new(pool(BUSINESS_POOL).await.unwrap());
-    if claim_pool {
-        store = store.with_claim_pool(pool(2).await.unwrap());
+    match driver {
+        Driver::Sqlx => {
+            let pool = |n: u32| {
+                PgPoolOptions::new()
+                    .max_connections(n)
+                    .acquire_timeout(Duration::from_secs(20))
+                    .connect_with(db.options.clone())
+            };
+            let mut store = PgStore::new(pool(BUSINESS_POOL).await.unwrap());
+            if claim_pool {
+                store = store.with_claim_pool(pool(2).await.unwrap());
+            }
+            let exec = Executor::new(store, config);
+            pool_exhaustion_run(&exec, &direct, pg_slow_id_writer, claim_pool).await
+        }
+        Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
+            let pool = |n: u32| TokioPgStore::pool(&db.url, n as usize).unwrap();
+            let mut store = TokioPgStore::new(pool(BUSINESS_POOL))
+                .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
+            if claim_pool {
+                store = store.with_claim_pool(pool(2));
+            }
+            let exec = Executor::new(store, config);
+            pool_exhaustion_run(&exec, &direct, tokio_pg_slow_id_writer, claim_pool).await
+        }
     }
-    let exec = Executor::new(
-        store,
-        ExecutorConfig {
-            strategy,
-            in_flight_wait: IN_FLIGHT_WAIT,
-            ..ExecutorConfig::default()
-        },
-    );
+}
+
+async fn pool_exhaustion_run<S, H>(
+    exec: &Executor<S>,
+    direct: &sqlx::PgPool,
+    writer: fn(String, Duration) -> H,
+    claim_pool: bool,
+) -> PoolRun
+where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    let strategy = exec.config().strategy;
     let req = |i: usize| request(scope("alice", &format!("slow-{i}")), json!({"i": i}), 1);
     let run = async {
         let start = Instant::now();
@@ -309,9 +338,7 @@ async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
             .map(|i| {
                 let (exec, req) = (exec.clone(), req(i));
                 tokio::spawn(async move {
-                    let r = exec
-                        .execute(req, pg_slow_id_writer(format!("slow-{i}"), SLOW))
-                        .await;
+                    let r = exec.execute(req, writer(format!("slow-{i}"), SLOW)).await;
                     (r, start.elapsed())
                 })
             })
@@ -322,7 +349,7 @@ async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
         match strategy {
             Strategy::SeparateClaim => loop {
                 let claimed: i64 = sqlx::query_scalar("SELECT count(*) FROM idempotency_records")
-                    .fetch_one(&direct)
+                    .fetch_one(direct)
                     .await
                     .unwrap();
                 if claimed as usize == SLOW_WRITES {
@@ -337,9 +364,7 @@ async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
                 let (exec, req) = (exec.clone(), req(i));
                 tokio::spawn(async move {
                     let own_start = Instant::now();
-                    let r = exec
-                        .execute(req, pg_slow_id_writer(format!("dup-{i}"), SLOW))
-                        .await;
+                    let r = exec.execute(req, writer(format!("dup-{i}"), SLOW)).await;
                     (r, own_start.elapsed())
                 })
             })
@@ -411,11 +436,11 @@ async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
         .await
         .expect("pool exhaustion run deadlocked");
     assert!(
-        pg_duplicates(&direct).await.is_empty(),
+        pg_duplicates(direct).await.is_empty(),
         "no duplicate writes"
     );
     let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
-        .fetch_one(&direct)
+        .fetch_one(direct)
         .await
         .unwrap();
     assert_eq!(writes as usize, SLOW_WRITES, "no duplicate ever wrote");
@@ -439,7 +464,16 @@ async fn pool_exhaustion(strategy: Strategy, claim_pool: bool) -> PoolRun {
 /// after the in-flight wait, long before the slow writes drain the business pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_exhaustion_separate_claim_with_claim_pool() {
-    let run = pool_exhaustion(Strategy::SeparateClaim, true).await;
+    prompt_409s_with_a_claim_pool(Driver::Sqlx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_pool_exhaustion_separate_claim_with_claim_pool() {
+    prompt_409s_with_a_claim_pool(Driver::TokioPostgres).await;
+}
+
+async fn prompt_409s_with_a_claim_pool(driver: Driver) {
+    let run = pool_exhaustion(Strategy::SeparateClaim, true, driver).await;
     assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
     assert!(
         run.duplicate_409 >= DUPLICATES - BUSINESS_POOL as usize,
@@ -470,7 +504,7 @@ async fn pool_exhaustion_separate_claim_with_claim_pool() {
 /// need `PgStore::with_claim_pool` (the test above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_exhaustion_separate_claim_shared_pool() {
-    let run = pool_exhaustion(Strategy::SeparateClaim, false).await;
+    let run = pool_exhaustion(Strategy::SeparateClaim, false, Driver::Sqlx).await;
     assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
     assert!(
         run.max_lock_wait < HANDLER_WAIT,
@@ -484,29 +518,58 @@ async fn pool_exhaustion_separate_claim_shared_pool() {
 /// else; by the time they get one the originals have committed, and they replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_exhaustion_in_transaction() {
-    let run = pool_exhaustion(Strategy::InTransaction, false).await;
+    let run = pool_exhaustion(Strategy::InTransaction, false, Driver::Sqlx).await;
+    assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_pool_exhaustion_in_transaction() {
+    let run = pool_exhaustion(Strategy::InTransaction, false, Driver::TokioPostgres).await;
     assert_eq!(run.duplicate_409 + run.duplicate_replayed, DUPLICATES);
 }
 
 /// With 2 slow writes and 2 duplicates on a pool of 4: does an unrelated request find a free
 /// connection? Neither strategy's duplicates hold one while they wait (separate claim: the claim
 /// is committed apart; in-transaction: the advisory gate sends duplicates away at once).
-async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize) {
+async fn unrelated_request_latency(strategy: Strategy, driver: Driver) -> (Duration, i64, usize) {
     let (db, direct) = fresh_pg(2).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(20))
-        .connect_with(db.options.clone())
-        .await
-        .unwrap();
-    let exec = Executor::new(
-        PgStore::new(pool),
-        ExecutorConfig {
-            strategy,
-            in_flight_wait: Duration::from_millis(600),
-            ..ExecutorConfig::default()
-        },
-    );
+    let config = ExecutorConfig {
+        strategy,
+        in_flight_wait: Duration::from_millis(600),
+        ..ExecutorConfig::default()
+    };
+    match driver {
+        Driver::Sqlx => {
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(20))
+                .connect_with(db.options.clone())
+                .await
+                .unwrap();
+            let exec = Executor::new(PgStore::new(pool), config);
+            unrelated_request_run(&exec, &direct, pg_slow_id_writer).await
+        }
+        Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
+            let store = TokioPgStore::new(TokioPgStore::pool(&db.url, 4).unwrap())
+                .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
+            let exec = Executor::new(store, config);
+            unrelated_request_run(&exec, &direct, tokio_pg_slow_id_writer).await
+        }
+    }
+}
+
+async fn unrelated_request_run<S, H>(
+    exec: &Executor<S>,
+    direct: &sqlx::PgPool,
+    writer: fn(String, Duration) -> H,
+) -> (Duration, i64, usize)
+where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    let strategy = exec.config().strategy;
     let req = |k: &str| request(scope("alice", k), json!({}), 1);
     let slow: Vec<_> = (0..2)
         .map(|i| {
@@ -514,7 +577,7 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
             tokio::spawn(async move {
                 exec.execute(
                     req,
-                    pg_slow_id_writer(format!("held-{i}"), Duration::from_millis(1500)),
+                    writer(format!("held-{i}"), Duration::from_millis(1500)),
                 )
                 .await
             })
@@ -526,7 +589,7 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
             "SELECT count(*) FROM pg_stat_activity
               WHERE datname = current_database() AND state = 'idle in transaction'",
         )
-        .fetch_one(&direct)
+        .fetch_one(direct)
         .await
         .unwrap();
         if n >= 2 {
@@ -537,7 +600,10 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
     let dups: Vec<_> = (0..2)
         .map(|i| {
             let (exec, req) = (exec.clone(), req(&format!("held-{i}")));
-            tokio::spawn(async move { exec.execute(req, pg_id_writer(format!("dup-{i}"))).await })
+            tokio::spawn(async move {
+                exec.execute(req, writer(format!("dup-{i}"), Duration::ZERO))
+                    .await
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -545,12 +611,12 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
         "SELECT count(*) FROM pg_stat_activity
           WHERE wait_event_type = 'Lock' AND datname = current_database()",
     )
-    .fetch_one(&direct)
+    .fetch_one(direct)
     .await
     .unwrap();
     let start = Instant::now();
     let unrelated = exec
-        .execute(req("unrelated"), pg_id_writer("unrelated".into()))
+        .execute(req("unrelated"), writer("unrelated".into(), Duration::ZERO))
         .await
         .expect("the unrelated request succeeds");
     let latency = start.elapsed();
@@ -565,7 +631,7 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
     for s in slow {
         assert_eq!(s.await.unwrap().unwrap().disposition, Disposition::Executed);
     }
-    assert!(pg_duplicates(&direct).await.is_empty());
+    assert!(pg_duplicates(direct).await.is_empty());
     eprintln!(
         "unrelated request, {strategy:?}: latency {latency:?}, lock waiters {lock_waiters}, \
          duplicate 409s {conflicts}"
@@ -579,8 +645,17 @@ async fn unrelated_request_latency(strategy: Strategy) -> (Duration, i64, usize)
 /// unrelated request wait about 450 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_transaction_duplicates_hold_no_connection() {
+    in_transaction_duplicates_free_their_connection(Driver::Sqlx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_in_transaction_duplicates_hold_no_connection() {
+    in_transaction_duplicates_free_their_connection(Driver::TokioPostgres).await;
+}
+
+async fn in_transaction_duplicates_free_their_connection(driver: Driver) {
     let (latency, lock_waiters, conflicts) =
-        unrelated_request_latency(Strategy::InTransaction).await;
+        unrelated_request_latency(Strategy::InTransaction, driver).await;
     assert_eq!(lock_waiters, 0, "no duplicate waits on the index");
     assert_eq!(conflicts, 2);
     assert!(
@@ -591,8 +666,24 @@ async fn in_transaction_duplicates_hold_no_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separate_claim_duplicates_hold_no_connection() {
+    separate_claim_duplicates_free_their_connection(Driver::Sqlx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_separate_claim_duplicates_hold_no_connection() {
+    separate_claim_duplicates_free_their_connection(Driver::TokioPostgres).await;
+}
+
+/// Begun at the claim, a duplicate's claim finds the key held and its `BEGIN` is rolled back
+/// with it: the connection goes back to the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_begun_at_the_claim_duplicates_hold_no_connection() {
+    separate_claim_duplicates_free_their_connection(Driver::TokioPostgresBegunAtClaim).await;
+}
+
+async fn separate_claim_duplicates_free_their_connection(driver: Driver) {
     let (latency, lock_waiters, conflicts) =
-        unrelated_request_latency(Strategy::SeparateClaim).await;
+        unrelated_request_latency(Strategy::SeparateClaim, driver).await;
     assert_eq!(lock_waiters, 0);
     assert_eq!(conflicts, 2);
     assert!(
@@ -767,22 +858,63 @@ async fn postgres_restart_under_load() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry_converges_at_once()
 {
-    const KEYS: usize = 30;
+    released_after_504(Driver::Sqlx).await;
+}
+
+/// The same on `TokioPgStore`, whose completion travels with its `COMMIT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry_converges_at_once()
+ {
+    released_after_504(Driver::TokioPostgres).await;
+}
+
+async fn released_after_504(driver: Driver) {
     let (db, direct) = fresh_pg(4).await;
     let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
-    let proxied = PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(
-            db.options
-                .clone()
-                .port(proxy.port())
-                .ssl_mode(PgSslMode::Disable),
-        )
-        .await
-        .expect("pool through the proxy");
-    let exec = Executor::new(PgStore::new(proxied), ExecutorConfig::default());
+    match driver {
+        Driver::Sqlx => {
+            let proxied = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(
+                    db.options
+                        .clone()
+                        .port(proxy.port())
+                        .ssl_mode(PgSslMode::Disable),
+                )
+                .await
+                .expect("pool through the proxy");
+            let exec = Executor::new(PgStore::new(proxied), ExecutorConfig::default());
+            released_after_504_run(&exec, &proxy, &direct, pg_id_writer).await;
+        }
+        Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
+            let url = format!(
+                "postgres://{}@127.0.0.1:{}/{}?sslmode=disable",
+                db.options.get_username(),
+                proxy.port(),
+                db.name
+            );
+            let store = TokioPgStore::new(TokioPgStore::pool(&url, 4).expect("pool"))
+                .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
+            let exec = Executor::new(store, ExecutorConfig::default());
+            released_after_504_run(&exec, &proxy, &direct, tokio_pg_id_writer).await;
+        }
+    }
+}
+
+async fn released_after_504_run<S, H>(
+    exec: &Executor<S>,
+    proxy: &FaultProxy,
+    direct: &sqlx::PgPool,
+    writer: fn(String) -> H,
+) where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    const KEYS: usize = 30;
     assert_eq!(exec.config().stale_claim, Duration::from_secs(300));
     let (mut unknown, mut replayed, mut executed) = (0, 0, 0);
     let mut slowest = Duration::ZERO;
@@ -795,7 +927,7 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
             CommitFault::DropCommit
         };
         proxy.arm(fault);
-        let first = exec.execute(req.clone(), pg_id_writer(label.clone())).await;
+        let first = exec.execute(req.clone(), writer(label.clone())).await;
         assert_eq!(proxy.disarm(), None, "key {i}: the armed fault fired");
         match first {
             Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::OutcomeUnknown => {
@@ -811,7 +943,7 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
         // The client's retry, at once and then every 50 ms.
         let since = Instant::now();
         let retry = loop {
-            match exec.execute(req.clone(), pg_id_writer(label.clone())).await {
+            match exec.execute(req.clone(), writer(label.clone())).await {
                 Ok(outcome) => break outcome,
                 Err(ExecuteError::Problem(p)) if p.kind() == ProblemKind::InFlight => {
                     assert!(
@@ -826,7 +958,7 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
         };
         let took = since.elapsed();
         slowest = slowest.max(took);
-        let ids = pg_write_ids(&direct, &label).await;
+        let ids = pg_write_ids(direct, &label).await;
         assert_eq!(
             ids.len(),
             1,
@@ -845,11 +977,11 @@ async fn a_key_answered_504_is_released_behind_the_in_doubt_commit_and_its_retry
                 "key {i}: the COMMIT never reached the server; the retry executes"
             );
         }
-        let (state, body) = pg_record(&direct, &req.scope).await.expect("a record");
+        let (state, body) = pg_record(direct, &req.scope).await.expect("a record");
         assert_eq!(state, "completed", "key {i}");
         assert_eq!(body, Some(format!("write {}", ids[0]).into_bytes()));
     }
-    assert_eq!(pg_duplicates(&direct).await.len(), 0);
+    assert_eq!(pg_duplicates(direct).await.len(), 0);
     assert!(unknown >= KEYS / 2, "{unknown} answers 504");
     assert!(
         // Seconds, not `stale_claim`'s 300 (bounded loosely: a loaded CI machine is slow).
@@ -874,7 +1006,7 @@ async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
     for commit in [true, false] {
         let req = request(scope("alice", &format!("ordered-{commit}")), json!({}), 1);
         let token = ClaimToken::generate();
-        claim_fresh(&store, &req, token).await;
+        claim_fresh(&*store, &req, token).await;
         let mut tx = store.begin().await.unwrap();
         let stored = StoredResponse {
             status: 201,
@@ -935,15 +1067,24 @@ async fn a_release_waits_for_the_in_doubt_completion_and_rechecks_the_row() {
 /// connection: it deletes nothing, and the same release succeeds once the lock is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
-    use idemgen_runtime::Store;
-    use idemgen_runtime::engine::{ClaimToken, StoreError};
     let (db, pool) = fresh_pg(4).await;
     let store = PgStore::new(pool.clone());
+    release_behind_a_lock_never_let_go(&db, &pool, &store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
+    let (db, pool, store) = fresh_tokio_pg(4).await;
+    release_behind_a_lock_never_let_go(&db, &pool, &store).await;
+}
+
+async fn release_behind_a_lock_never_let_go<S: Store>(db: &TestDb, pool: &sqlx::PgPool, store: &S) {
+    use idemgen_runtime::engine::{ClaimToken, StoreError};
     let req = request(scope("alice", "held"), json!({}), 1);
     let token = ClaimToken::generate();
-    claim_fresh(&store, &req, token).await;
+    claim_fresh(store, &req, token).await;
     // Another session holds the record's row lock, as an in-doubt completion does.
-    let mut held = hold_record_lock(&db, &req.scope).await;
+    let mut held = hold_record_lock(db, &req.scope).await;
     let started = Instant::now();
     let gave_up = tokio::time::timeout(Duration::from_secs(30), store.release(&req.scope, token))
         .await
@@ -957,10 +1098,10 @@ async fn a_release_behind_a_lock_never_let_go_gives_up_and_deletes_nothing() {
         waited >= Duration::from_millis(4_900) && waited < Duration::from_secs(30),
         "{waited:?}"
     );
-    let (state, _) = pg_record(&pool, &req.scope).await.expect("still claimed");
+    let (state, _) = pg_record(pool, &req.scope).await.expect("still claimed");
     assert_eq!(state, "claimed");
     // The lock's session ends: the release goes through.
     sqlx::raw_sql("ROLLBACK").execute(&mut held).await.unwrap();
     store.release(&req.scope, token).await.unwrap();
-    assert_eq!(pg_record(&pool, &req.scope).await, None);
+    assert_eq!(pg_record(pool, &req.scope).await, None);
 }

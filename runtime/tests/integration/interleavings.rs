@@ -21,7 +21,7 @@ use idemgen_runtime::engine::{
 };
 use idemgen_runtime::{
     Executor, ExecutorConfig, MemoryStore, PgStore, ProblemKind, SqliteStore, Store,
-    Strategy as ExecStrategy, TxHandle,
+    Strategy as ExecStrategy, TokioPgStore, TxHandle,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -162,6 +162,41 @@ impl World for PgWorld {
                 .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
                 .await
                 .map_err(|e| e.to_string())
+        })
+    }
+    fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>> {
+        Box::pin(pg_write_ids(&self.pool, label))
+    }
+}
+
+/// `TokioPgStore`: the handler's insert on the attempt's tokio-postgres client; the writes are
+/// counted through sqlx, from outside the store.
+struct TokioPgWorld {
+    store: TokioPgStore,
+    pool: sqlx::PgPool,
+}
+
+impl World for TokioPgWorld {
+    type S = TokioPgStore;
+    fn store(&self) -> TokioPgStore {
+        self.store.clone()
+    }
+    fn write<'a>(
+        &'a self,
+        tx: &'a mut TxHandle<TokioPgStore>,
+        label: String,
+    ) -> HandlerFuture<'a, i64, String> {
+        Box::pin(async move {
+            let client = tx.conn().await.map_err(|e| e.to_string())?;
+            let insert = client
+                .prepare_cached("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
+                .await
+                .map_err(|e| e.to_string())?;
+            let row = client
+                .query_one(&insert, &[&label])
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(row.get(0))
         })
     }
     fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>> {
@@ -501,6 +536,13 @@ fn pg_world() -> BoxFut<'static, PgWorld> {
     })
 }
 
+fn tokio_pg_world() -> BoxFut<'static, TokioPgWorld> {
+    Box::pin(async {
+        let (_db, pool, store) = fresh_tokio_pg(40).await;
+        TokioPgWorld { store, pool }
+    })
+}
+
 fn sqlite_world() -> BoxFut<'static, SqliteWorld> {
     Box::pin(async {
         let (store, dir) = fresh_sqlite().await;
@@ -526,6 +568,16 @@ fn interleavings_postgres_separate_claim() {
 #[test]
 fn interleavings_postgres_in_transaction() {
     run_cases(pg_world, ExecStrategy::InTransaction, 32);
+}
+
+#[test]
+fn interleavings_tokio_postgres_separate_claim() {
+    run_cases(tokio_pg_world, ExecStrategy::SeparateClaim, 32);
+}
+
+#[test]
+fn interleavings_tokio_postgres_in_transaction() {
+    run_cases(tokio_pg_world, ExecStrategy::InTransaction, 32);
 }
 
 #[test]

@@ -233,6 +233,10 @@ pub fn pg_business() -> Arc<dyn Business<PgStore>> {
     Arc::new(PgBusiness)
 }
 
+pub fn tokio_pg_business() -> Arc<dyn Business<TokioPgStore>> {
+    Arc::new(TokioPgBusiness)
+}
+
 pub async fn pg_env(config: ExecutorConfig) -> Env<PgStore> {
     let (_db, pool) = fresh_pg(40).await;
     Env {
@@ -701,8 +705,8 @@ pub fn claim_of(
 }
 
 /// Claims the fresh key of `req` with `token` on the store directly ([`claim_of`]).
-pub async fn claim_fresh(
-    store: &PgStore,
+pub async fn claim_fresh<S: Store>(
+    store: &S,
     req: &IdempotentRequest,
     token: idemgen_runtime::engine::ClaimToken,
 ) {
