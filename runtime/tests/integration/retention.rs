@@ -2,16 +2,24 @@
 
 use std::time::Duration;
 
-use idemgen_runtime::Strategy;
 use idemgen_runtime::engine::Disposition;
 use idemgen_runtime::retention::{CLEANUP_BATCH, purge_expired};
+use idemgen_runtime::{Store, Strategy};
 use serde_json::json;
 
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cleanup_drains_expired_rows_in_batches_while_claims_proceed() {
-    let env = pg_env(config(Strategy::SeparateClaim)).await;
+    drains_while_claims_proceed(pg_env(config(Strategy::SeparateClaim)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokio_postgres_cleanup_drains_expired_rows_in_batches_while_claims_proceed() {
+    drains_while_claims_proceed(tokio_pg_env(config(Strategy::SeparateClaim)).await).await;
+}
+
+async fn drains_while_claims_proceed<S: Store>(env: Env<S>) {
     let Ledger::Pg(pool) = &env.ledger else {
         unreachable!()
     };
@@ -71,7 +79,15 @@ async fn cleanup_drains_expired_rows_in_batches_while_claims_proceed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_skips_rows_locked_by_a_live_transaction() {
-    let env = pg_env(config(Strategy::SeparateClaim)).await;
+    skips_locked_rows(pg_env(config(Strategy::SeparateClaim)).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_cleanup_skips_rows_locked_by_a_live_transaction() {
+    skips_locked_rows(tokio_pg_env(config(Strategy::SeparateClaim)).await).await;
+}
+
+async fn skips_locked_rows<S: Store>(env: Env<S>) {
     let Ledger::Pg(pool) = &env.ledger else {
         unreachable!()
     };

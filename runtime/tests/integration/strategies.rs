@@ -1,15 +1,19 @@
 //! A deploy that changes an operation's strategy: the records of one strategy met by attempts
 //! of the other, on one PostgreSQL database.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use idemgen_runtime::engine::Disposition;
-use idemgen_runtime::{Executor, PgStore, Strategy, TxHandle};
+use idemgen_runtime::{Executor, PgStore, Store, Strategy, TokioPgStore, TxHandle};
 use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::support::*;
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An in-transaction attempt's key gets a record that did not go through its gate (a separate
 /// claim's, as in a deploy that changes strategy) while its handler runs: its completing insert finds
@@ -33,12 +37,58 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
         business: pg_business(),
         ledger: Ledger::Pg(pool.clone()),
     };
-    let backend = || async {
-        sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
-            .fetch_one(&single)
-            .await
-            .unwrap()
+    let backend = || {
+        let single = single.clone();
+        Box::pin(async move {
+            sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
+                .fetch_one(&single)
+                .await
+                .unwrap()
+        }) as BoxFut<'static, i32>
     };
+    completion_meets_another_record(gated, claimed, &pool, backend).await;
+}
+
+/// The same on `TokioPgStore`, whose completing insert travels with `COMMIT`: the insert fails
+/// on the primary key, the `COMMIT` behind it rolls the write back, and the connection is idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_an_in_transaction_completion_that_meets_another_record_rolls_back_and_replays_it()
+ {
+    let (db, pool, store) = fresh_tokio_pg(8).await;
+    let single = TokioPgStore::pool(&db.url, 1).unwrap();
+    let gated = Env {
+        exec: Executor::new(
+            TokioPgStore::new(single.clone()),
+            config(Strategy::InTransaction),
+        ),
+        business: tokio_pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    let claimed = Env {
+        exec: Executor::new(store, config(Strategy::SeparateClaim)),
+        business: tokio_pg_business(),
+        ledger: Ledger::Pg(pool.clone()),
+    };
+    let backend = || {
+        let single = single.clone();
+        Box::pin(async move {
+            let client = single.get().await.unwrap();
+            client
+                .query_one("SELECT pg_backend_pid()", &[])
+                .await
+                .unwrap()
+                .get::<_, i32>(0)
+        }) as BoxFut<'static, i32>
+    };
+    completion_meets_another_record(gated, claimed, &pool, backend).await;
+}
+
+async fn completion_meets_another_record<S: Store>(
+    gated: Env<S>,
+    claimed: Env<S>,
+    pool: &sqlx::PgPool,
+    backend: impl Fn() -> BoxFut<'static, i32>,
+) {
     let connection = backend().await;
     let req = request(scope("alice", "switched"), json!({"n": 1}), 1);
     // The gated attempt writes, then waits in its handler until the other strategy's attempt
@@ -48,7 +98,7 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
         let (exec, req) = (gated.exec.clone(), req.clone());
         let (business, wrote, release) = (gated.business.clone(), wrote.clone(), release.clone());
         tokio::spawn(async move {
-            exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+            exec.execute(req, move |tx: &mut TxHandle<S>| {
                 Box::pin(async move {
                     business.write(tx, "gated".into()).await?;
                     wrote.notify_one();
@@ -98,7 +148,7 @@ async fn an_in_transaction_completion_that_meets_another_record_rolls_back_and_r
         "SELECT count(*) FROM pg_stat_activity
           WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await
     .unwrap();
     assert_eq!(open, 0, "no connection is left inside a transaction");
