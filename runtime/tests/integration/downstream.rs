@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idemgen_protocol::{DerivedKey, IdempotencyKey};
 use idemgen_runtime::engine::{Disposition, ExecuteError, Scope};
-use idemgen_runtime::{Executor, PgStore, ProblemKind, Strategy, TxHandle};
+use idemgen_runtime::{Executor, PgStore, ProblemKind, Store, Strategy, TokioPgStore, TxHandle};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::Barrier;
@@ -55,33 +55,36 @@ async fn downstream_under_a_small_pool(order: Order) -> (PoolRun, i64) {
         .await
         .unwrap();
     let exec = Executor::new(PgStore::new(pool), config(Strategy::SeparateClaim));
+    downstream_run(exec, pg_business(), order, &direct).await
+}
+
+async fn downstream_run<S: Store>(
+    exec: Executor<S>,
+    business: Arc<dyn Business<S>>,
+    order: Order,
+    direct: &sqlx::PgPool,
+) -> (PoolRun, i64) {
     let attempts = POOL as usize + EXTRA;
     let downstream = Arc::new(Barrier::new(attempts));
     let tasks: Vec<_> = (0..attempts)
         .map(|i| {
-            let (exec, downstream) = (exec.clone(), downstream.clone());
+            let (exec, downstream, business) = (exec.clone(), downstream.clone(), business.clone());
             let req = request(scope("alice", &format!("ds-{i}")), json!({"i": i}), 1);
             tokio::spawn(async move {
-                exec.execute(req, move |tx: &mut TxHandle<PgStore>| {
+                exec.execute(req, move |tx: &mut TxHandle<S>| {
                     Box::pin(async move {
                         let open_before = tx.is_open();
                         if order == Order::DatabaseFirst {
-                            tx.conn().await.map_err(|e| e.to_string())?;
+                            tx.tx().await.map_err(|e| e.to_string())?;
                         }
                         tokio::time::timeout(DOWNSTREAM_WAIT, downstream.wait())
                             .await
                             .map_err(|_| "downstream: not every attempt arrived".to_owned())?;
-                        let id: i64 = sqlx::query_scalar(
-                            "INSERT INTO business_writes (label) VALUES ($1) RETURNING id",
-                        )
-                        .bind(format!("ds-{i}"))
-                        .fetch_one(tx.conn().await.map_err(|e| e.to_string())?)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                        business.write(tx, format!("ds-{i}")).await?;
                         assert!(tx.is_open(), "the write began the transaction");
                         Ok::<_, String>(TestResponse {
                             status: 201,
-                            body: format!("{open_before} {id}"),
+                            body: format!("{open_before} ds-{i}"),
                             headers: vec![],
                         })
                     })
@@ -109,7 +112,7 @@ async fn downstream_under_a_small_pool(order: Order) -> (PoolRun, i64) {
         }
     }
     let writes: i64 = sqlx::query_scalar("SELECT count(*) FROM business_writes")
-        .fetch_one(&direct)
+        .fetch_one(direct)
         .await
         .unwrap();
     (run, writes)
@@ -120,6 +123,20 @@ async fn downstream_under_a_small_pool(order: Order) -> (PoolRun, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downstream_before_the_first_write_holds_no_connection() {
     let (run, writes) = downstream_under_a_small_pool(Order::DownstreamFirst).await;
+    downstream_first_all_commit(run, writes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_downstream_before_the_first_write_holds_no_connection() {
+    let (db, direct, _) = fresh_tokio_pg(2).await;
+    let store = TokioPgStore::new(TokioPgStore::pool(&db.url, POOL as usize).unwrap());
+    let exec = Executor::new(store, config(Strategy::SeparateClaim));
+    let (run, writes) =
+        downstream_run(exec, tokio_pg_business(), Order::DownstreamFirst, &direct).await;
+    downstream_first_all_commit(run, writes);
+}
+
+fn downstream_first_all_commit(run: PoolRun, writes: i64) {
     eprintln!("downstream first: {run:?}, {writes} writes");
     assert_eq!(run.executed, POOL as usize + EXTRA, "{run:?}");
     assert_eq!(writes as usize, POOL as usize + EXTRA);
@@ -170,6 +187,23 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
         config(Strategy::SeparateClaim),
     );
     business.close().await;
+    cannot_begin(&exec, &direct).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_postgres_a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
+    let (db, direct, _) = fresh_tokio_pg(2).await;
+    let business = TokioPgStore::pool(&db.url, 2).unwrap();
+    let exec = Executor::new(
+        TokioPgStore::new(business.clone())
+            .with_claim_pool(TokioPgStore::pool(&db.url, 2).unwrap()),
+        config(Strategy::SeparateClaim),
+    );
+    business.close();
+    cannot_begin(&exec, &direct).await;
+}
+
+async fn cannot_begin<S: Store>(exec: &Executor<S>, direct: &sqlx::PgPool) {
     /// How the handler touches the database, if it does.
     #[derive(Debug, Clone, Copy)]
     enum Touch {
@@ -193,7 +227,7 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
         let result = exec
             .execute(
                 request(s.clone(), json!({}), 1),
-                move |tx: &mut TxHandle<PgStore>| {
+                move |tx: &mut TxHandle<S>| {
                     Box::pin(async move {
                         if derives {
                             // The downstream call would be made with this key here.
@@ -203,13 +237,13 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
                             Touch::Not => {}
                             // The handler turns the store's error into its own.
                             Touch::MapsTheError => {
-                                tx.conn()
+                                tx.tx()
                                     .await
                                     .map_err(|_| "handler's own error".to_owned())?;
                             }
                             // The handler goes on without its write.
                             Touch::SwallowsTheError => {
-                                assert!(tx.conn().await.is_err());
+                                assert!(tx.tx().await.is_err());
                             }
                         }
                         Ok::<_, String>(TestResponse {
@@ -226,7 +260,7 @@ async fn a_transaction_that_cannot_begin_answers_503_and_releases_the_claim() {
             other => panic!("{case}: {other:?}"),
         }
         assert_eq!(
-            pg_record(&direct, &s).await,
+            pg_record(direct, &s).await,
             None,
             "the claim was released, nothing stored ({case})"
         );
