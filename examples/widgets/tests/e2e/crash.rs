@@ -1,5 +1,7 @@
-//! SIGKILL in the middle of a write, then a restart: the retry after the stale window creates
-//! exactly one row; the claim the kill strands is what `idemgen-records` lists and releases.
+//! SIGKILL in the middle of a write, then a restart, on both stores: with a separate claim the
+//! retry after the stale window creates exactly one row, and the claim the kill strands is what
+//! `idemgen-records` lists and releases; in transaction nothing is stranded and the retry creates
+//! one row at once.
 //! SIGTERM in the middle of a write: the request is drained, then the process exits.
 
 use std::time::{Duration, Instant};
@@ -14,8 +16,21 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() {
+    killed_mid_write_with_a_claim("sqlx").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tokio_postgres_killed_mid_write_then_retried_after_the_stale_window_creates_one_row() {
+    killed_mid_write_with_a_claim("tokio-postgres").await;
+}
+
+async fn killed_mid_write_with_a_claim(store: &str) {
     let db = fresh_db().await;
-    let mut server = Server::start(&db, &[("WIDGETS_STALE_CLAIM", "2s")]).await;
+    let mut server = Server::start(
+        &db,
+        &[("WIDGETS_STALE_CLAIM", "2s"), ("WIDGETS_STORE", store)],
+    )
+    .await;
 
     strand(&db, &mut server, "crash-1").await;
 
@@ -30,6 +45,84 @@ async fn killed_mid_write_then_retried_after_the_stale_window_creates_one_row() 
     let again = create(&server.base, "tok1", "crash-1", json!({"name": "Phoenix"})).await;
     assert!(again.replayed());
     assert_eq!(again.body, late.body);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM widgets").await,
+        1,
+        "exactly one row"
+    );
+}
+
+/// In transaction, SIGKILL while the business write waits on a table lock: no claim was
+/// committed, so nothing is stranded. The dead process's transaction ends when its server
+/// process reads the closed connection (once the lock is let go); until then the key's gate
+/// answers 409, and the retry after the restart then creates exactly one row, without waiting
+/// for any stale window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_transaction_killed_mid_write_strands_nothing_and_the_retry_creates_one_row() {
+    killed_mid_write_in_transaction("sqlx").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tokio_postgres_in_transaction_killed_mid_write_strands_nothing_and_the_retry_creates_one_row()
+ {
+    killed_mid_write_in_transaction("tokio-postgres").await;
+}
+
+async fn killed_mid_write_in_transaction(store: &str) {
+    let db = fresh_db().await;
+    let env = [
+        ("WIDGETS_STALE_CLAIM", "300s"),
+        ("WIDGETS_STRATEGY", "in-transaction"),
+        ("WIDGETS_STORE", store),
+    ];
+    let mut server = Server::start(&db, &env).await;
+    let mut locker = db.connect().await.unwrap();
+    let mut lock_tx = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock_tx)
+        .await
+        .unwrap();
+    let base = server.base.clone();
+    let pending =
+        tokio::spawn(
+            async move { create(&base, "tok1", "crash-tx", json!({"name": "Phoenix"})).await },
+        );
+    let waiting = "SELECT count(*) FROM pg_stat_activity
+                    WHERE datname = current_database() AND wait_event_type = 'Lock'
+                      AND query LIKE 'INSERT INTO widgets%'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&db, waiting).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the write never reached the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.kill9();
+    assert!(pending.await.is_err(), "the request died with the server");
+    lock_tx.rollback().await.unwrap();
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM idempotency_records").await,
+        0,
+        "nothing was committed, so nothing is stranded"
+    );
+    let server = server.restart(&[]).await;
+    let started = Instant::now();
+    let created = loop {
+        let answer = create(&server.base, "tok1", "crash-tx", json!({"name": "Phoenix"})).await;
+        if answer.status != StatusCode::CONFLICT {
+            break answer;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the dead attempt's gate was never let go: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(created.status, StatusCode::CREATED, "{created:?}");
+    let again = create(&server.base, "tok1", "crash-tx", json!({"name": "Phoenix"})).await;
+    assert!(again.replayed());
+    assert_eq!(again.body, created.body);
     assert_eq!(
         count(&db, "SELECT count(*) FROM widgets").await,
         1,
