@@ -3,7 +3,8 @@
 //! forgotten, so the driver still counts it), committing would end only the savepoint and lose
 //! the write after the client was told it succeeded, so the attempt is refused with nothing
 //! written; likewise when a failed nested `begin` made sqlx roll the transaction back under the
-//! handler.
+//! handler. On `TokioPgStore`, whose handlers share the client, savepoints are statements the
+//! handler sends.
 
 use std::time::Duration;
 
@@ -359,5 +360,72 @@ async fn a_transaction_ended_under_its_handler_refuses_the_attempt_on_postgres()
             .unwrap();
         assert_eq!(retried.disposition, Disposition::Executed, "{strategy:?}");
         assert_eq!(env.ledger.count("ended").await, 1, "{strategy:?}");
+    }
+}
+
+/// A handler on `TokioPgStore` writing `label` inside a savepoint it releases and
+/// `label-undone` inside one it rolls back, as statements: it shares the client (`&Client`),
+/// so tokio-postgres's `transaction()` is out of its reach.
+fn tokio_pg_statement_savepoints(
+    label: &'static str,
+) -> impl for<'a> FnOnce(
+    &'a mut TxHandle<idemgen_runtime::TokioPgStore>,
+) -> HandlerFuture<'a, TestResponse, String>
++ Send
++ 'static {
+    move |tx: &mut TxHandle<idemgen_runtime::TokioPgStore>| {
+        Box::pin(async move {
+            let err = |e: idemgen_runtime::tokio_postgres::Error| e.to_string();
+            let conn = tx.conn().await.map_err(|e| e.to_string())?;
+            let insert = "INSERT INTO business_writes (label) VALUES ($1)";
+            conn.batch_execute("SAVEPOINT kept").await.map_err(err)?;
+            conn.execute(insert, &[&label]).await.map_err(err)?;
+            conn.batch_execute("RELEASE SAVEPOINT kept")
+                .await
+                .map_err(err)?;
+            conn.batch_execute("SAVEPOINT undone").await.map_err(err)?;
+            conn.execute(insert, &[&format!("{label}-undone")])
+                .await
+                .map_err(err)?;
+            conn.batch_execute("ROLLBACK TO SAVEPOINT undone")
+                .await
+                .map_err(err)?;
+            Ok(TestResponse {
+                status: 201,
+                body: format!("made {label}"),
+                headers: vec![],
+            })
+        })
+    }
+}
+
+/// On `TokioPgStore` a handler's savepoints are statements: one rolled back takes only its own
+/// write with it, one released is part of the attempt, and a retry replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn savepoints_a_handler_sends_are_part_of_the_attempt_on_tokio_postgres() {
+    for strategy in STRATEGIES {
+        let env = tokio_pg_env(config(strategy)).await;
+        let label = match strategy {
+            Strategy::SeparateClaim => "statement-separate",
+            Strategy::InTransaction => "statement-in-tx",
+        };
+        let req = request(scope("alice", label), json!({"n": 1}), 1);
+        let done = env
+            .exec
+            .execute(req.clone(), tokio_pg_statement_savepoints(label))
+            .await
+            .unwrap();
+        assert_eq!(done.disposition, Disposition::Executed, "{strategy:?}");
+        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}");
+        let undone = format!("{label}-undone");
+        assert_eq!(env.ledger.count(&undone).await, 0, "{strategy:?}");
+        let again = env
+            .exec
+            .execute(req, tokio_pg_statement_savepoints(label))
+            .await
+            .unwrap();
+        assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
+        assert_eq!(again.response, done.response);
+        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}: one write");
     }
 }
