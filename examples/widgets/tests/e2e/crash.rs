@@ -166,9 +166,19 @@ async fn strand(db: &TestDb, server: &mut Server, key: &str) {
 /// replays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_stranded_by_sigkill_is_listed_released_and_its_key_then_executes_once() {
+    stranded_claim_listed_and_released("sqlx").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_tokio_postgres_a_claim_stranded_by_sigkill_is_listed_released_and_its_key_then_executes_once()
+ {
+    stranded_claim_listed_and_released("tokio-postgres").await;
+}
+
+async fn stranded_claim_listed_and_released(store: &str) {
     let db = fresh_db().await;
     // The default stale window (5 min): only the lease's lapse (5 s) frees the key by itself.
-    let mut server = Server::start(&db, &[]).await;
+    let mut server = Server::start(&db, &[("WIDGETS_STORE", store)]).await;
     strand(&db, &mut server, "stranded-1").await;
     let which = [
         "--owner",
