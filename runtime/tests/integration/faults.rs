@@ -53,6 +53,33 @@ enum Driver {
 
 const ATTEMPTS: usize = 100;
 
+/// `PgStore` on a pool of 4 whose every connection goes through `proxy`.
+async fn proxied_pg_store(db: &TestDb, proxy: &FaultProxy) -> PgStore {
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(
+            db.options
+                .clone()
+                .port(proxy.port())
+                .ssl_mode(PgSslMode::Disable),
+        )
+        .await
+        .expect("pool through the proxy");
+    PgStore::new(pool)
+}
+
+/// `TokioPgStore` on a pool of 4 whose every connection goes through `proxy`.
+fn proxied_tokio_pg_store(db: &TestDb, proxy: &FaultProxy) -> TokioPgStore {
+    let url = format!(
+        "postgres://{}@127.0.0.1:{}/{}?sslmode=disable",
+        db.options.get_username(),
+        proxy.port(),
+        db.name
+    );
+    TokioPgStore::new(TokioPgStore::pool(&url, 4).expect("pool through the proxy"))
+}
+
 async fn lost_commit_acknowledgements(strategy: Strategy, driver: Driver) -> LostCommitCounts {
     let (db, direct) = fresh_pg(4).await;
     let upstream = (std::net::Ipv4Addr::LOCALHOST, db.options.get_port()).into();
@@ -68,31 +95,13 @@ async fn lost_commit_acknowledgements(strategy: Strategy, driver: Driver) -> Los
     // acknowledgement) goes through the proxy; faults hit only the armed COMMIT.
     match driver {
         Driver::Sqlx => {
-            let proxied = PgPoolOptions::new()
-                .max_connections(4)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(
-                    db.options
-                        .clone()
-                        .port(proxy.port())
-                        .ssl_mode(PgSslMode::Disable),
-                )
-                .await
-                .expect("pool through the proxy");
-            let exec = Executor::new(PgStore::new(proxied), config);
+            let exec = Executor::new(proxied_pg_store(&db, &proxy).await, config);
             lost_commit_run(&exec, &proxy, &direct, pg_id_writer, strategy).await
         }
         Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
             // The store sends the completion and COMMIT together: the proxy loses COMMIT's
             // answer (and, cutting, whatever of the completion's had not yet come back).
-            let url = format!(
-                "postgres://{}@127.0.0.1:{}/{}?sslmode=disable",
-                db.options.get_username(),
-                proxy.port(),
-                db.name
-            );
-            let pool = TokioPgStore::pool(&url, 4).expect("pool through the proxy");
-            let store = TokioPgStore::new(pool)
+            let store = proxied_tokio_pg_store(&db, &proxy)
                 .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
             let exec = Executor::new(store, config);
             lost_commit_run(&exec, &proxy, &direct, tokio_pg_id_writer, strategy).await
@@ -874,28 +883,14 @@ async fn released_after_504(driver: Driver) {
     let proxy = FaultProxy::start(upstream).await.expect("proxy");
     match driver {
         Driver::Sqlx => {
-            let proxied = PgPoolOptions::new()
-                .max_connections(4)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(
-                    db.options
-                        .clone()
-                        .port(proxy.port())
-                        .ssl_mode(PgSslMode::Disable),
-                )
-                .await
-                .expect("pool through the proxy");
-            let exec = Executor::new(PgStore::new(proxied), ExecutorConfig::default());
+            let exec = Executor::new(
+                proxied_pg_store(&db, &proxy).await,
+                ExecutorConfig::default(),
+            );
             released_after_504_run(&exec, &proxy, &direct, pg_id_writer).await;
         }
         Driver::TokioPostgres | Driver::TokioPostgresBegunAtClaim => {
-            let url = format!(
-                "postgres://{}@127.0.0.1:{}/{}?sslmode=disable",
-                db.options.get_username(),
-                proxy.port(),
-                db.name
-            );
-            let store = TokioPgStore::new(TokioPgStore::pool(&url, 4).expect("pool"))
+            let store = proxied_tokio_pg_store(&db, &proxy)
                 .with_begin_at_claim(matches!(driver, Driver::TokioPostgresBegunAtClaim));
             let exec = Executor::new(store, ExecutorConfig::default());
             released_after_504_run(&exec, &proxy, &direct, tokio_pg_id_writer).await;

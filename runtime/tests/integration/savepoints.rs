@@ -122,30 +122,39 @@ fn assert_refused<T: std::fmt::Debug>(result: &Result<T, ExecuteError<String>>) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn savepoints_a_handler_ends_are_part_of_the_attempt_on_postgres() {
     for strategy in STRATEGIES {
-        let env = pg_env(config(strategy)).await;
         let label = match strategy {
             Strategy::SeparateClaim => "nested-separate",
             Strategy::InTransaction => "nested-in-tx",
         };
-        let req = request(scope("alice", label), json!({"n": 1}), 1);
-        let done = env
-            .exec
-            .execute(req.clone(), pg_nested(label, false))
-            .await
-            .unwrap();
-        assert_eq!(done.disposition, Disposition::Executed, "{strategy:?}");
-        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}");
-        let undone = format!("{label}-undone");
-        assert_eq!(env.ledger.count(&undone).await, 0, "{strategy:?}");
-        let again = env
-            .exec
-            .execute(req, pg_nested(label, false))
-            .await
-            .unwrap();
-        assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
-        assert_eq!(again.response, done.response);
-        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}: one write");
+        let env = pg_env(config(strategy)).await;
+        ended_savepoints_are_part_of_the_attempt(&env, label, || pg_nested(label, false)).await;
     }
+}
+
+/// One attempt of `label` through `handler` (which writes `label` in a savepoint it ends and
+/// `label-undone` in one it rolls back), then its retry: one write, the undone one absent, and
+/// the retry a replay of the same response.
+async fn ended_savepoints_are_part_of_the_attempt<S, H>(
+    env: &Env<S>,
+    label: &str,
+    handler: impl Fn() -> H,
+) where
+    S: Store,
+    H: for<'a> FnOnce(&'a mut TxHandle<S>) -> HandlerFuture<'a, TestResponse, String>
+        + Send
+        + 'static,
+{
+    let strategy = env.exec.config().strategy;
+    let req = request(scope("alice", label), json!({"n": 1}), 1);
+    let done = env.exec.execute(req.clone(), handler()).await.unwrap();
+    assert_eq!(done.disposition, Disposition::Executed, "{strategy:?}");
+    assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}");
+    let undone = format!("{label}-undone");
+    assert_eq!(env.ledger.count(&undone).await, 0, "{strategy:?}");
+    let again = env.exec.execute(req, handler()).await.unwrap();
+    assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
+    assert_eq!(again.response, done.response);
+    assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}: one write");
 }
 
 /// The write of a handler that leaked a savepoint is never committed nor acknowledged: 500, no
@@ -404,28 +413,14 @@ fn tokio_pg_statement_savepoints(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn savepoints_a_handler_sends_are_part_of_the_attempt_on_tokio_postgres() {
     for strategy in STRATEGIES {
-        let env = tokio_pg_env(config(strategy)).await;
         let label = match strategy {
             Strategy::SeparateClaim => "statement-separate",
             Strategy::InTransaction => "statement-in-tx",
         };
-        let req = request(scope("alice", label), json!({"n": 1}), 1);
-        let done = env
-            .exec
-            .execute(req.clone(), tokio_pg_statement_savepoints(label))
-            .await
-            .unwrap();
-        assert_eq!(done.disposition, Disposition::Executed, "{strategy:?}");
-        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}");
-        let undone = format!("{label}-undone");
-        assert_eq!(env.ledger.count(&undone).await, 0, "{strategy:?}");
-        let again = env
-            .exec
-            .execute(req, tokio_pg_statement_savepoints(label))
-            .await
-            .unwrap();
-        assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
-        assert_eq!(again.response, done.response);
-        assert_eq!(env.ledger.count(label).await, 1, "{strategy:?}: one write");
+        let env = tokio_pg_env(config(strategy)).await;
+        ended_savepoints_are_part_of_the_attempt(&env, label, || {
+            tokio_pg_statement_savepoints(label)
+        })
+        .await;
     }
 }

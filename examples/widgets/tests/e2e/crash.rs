@@ -76,17 +76,7 @@ async fn killed_mid_write_in_transaction(store: &str) {
         ("WIDGETS_STORE", store),
     ];
     let mut server = Server::start(&db, &env).await;
-    let mut locker = db.connect().await.unwrap();
-    let mut lock_tx = locker.begin().await.unwrap();
-    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock_tx)
-        .await
-        .unwrap();
-    let base = server.base.clone();
-    let pending =
-        tokio::spawn(
-            async move { create(&base, "tok1", "crash-tx", json!({"name": "Phoenix"})).await },
-        );
+    let (mut locker, pending) = create_behind_a_table_lock(&db, &server, "crash-tx").await;
     let waiting = "SELECT count(*) FROM pg_stat_activity
                     WHERE datname = current_database() AND wait_event_type = 'Lock'
                       AND query LIKE 'INSERT INTO widgets%'";
@@ -100,7 +90,10 @@ async fn killed_mid_write_in_transaction(store: &str) {
     }
     server.kill9();
     assert!(pending.await.is_err(), "the request died with the server");
-    lock_tx.rollback().await.unwrap();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut locker)
+        .await
+        .unwrap();
     assert_eq!(
         count(&db, "SELECT count(*) FROM idempotency_records").await,
         0,
@@ -133,18 +126,7 @@ async fn killed_mid_write_in_transaction(store: &str) {
 /// Starts `key`'s create with the business write blocked on a table lock (the claim commits,
 /// the insert waits), waits for its claim, then kills the server with SIGKILL: the claim is stranded, held by a dead process.
 async fn strand(db: &TestDb, server: &mut Server, key: &str) {
-    let mut locker = db.connect().await.unwrap();
-    let mut lock_tx = locker.begin().await.unwrap();
-    sqlx::query("LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
-        .execute(&mut *lock_tx)
-        .await
-        .unwrap();
-    let base = server.base.clone();
-    let owned = key.to_owned();
-    let pending =
-        tokio::spawn(
-            async move { create(&base, "tok1", &owned, json!({"name": "Phoenix"})).await },
-        );
+    let (mut locker, pending) = create_behind_a_table_lock(db, server, key).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let claimed = format!(
         "SELECT count(*) FROM idempotency_records WHERE idempotency_key = '{key}' AND state = 'claimed'"
@@ -157,7 +139,29 @@ async fn strand(db: &TestDb, server: &mut Server, key: &str) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.kill9();
     assert!(pending.await.is_err(), "the request died with the server");
-    lock_tx.rollback().await.unwrap();
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+}
+
+/// Starts a create of `key` while another session holds `widgets` locked, so its business write
+/// waits; returns that session, inside its transaction (`ROLLBACK` lets go), and the request.
+async fn create_behind_a_table_lock(
+    db: &TestDb,
+    server: &Server,
+    key: &str,
+) -> (sqlx::PgConnection, tokio::task::JoinHandle<Answer>) {
+    let mut locker = db.connect().await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE widgets IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let base = server.base.clone();
+    let key = key.to_owned();
+    let pending =
+        tokio::spawn(async move { create(&base, "tok1", &key, json!({"name": "Phoenix"})).await });
+    (locker, pending)
 }
 
 /// The operator's view of a claim stranded by SIGKILL: while the dead process's lease runs the
