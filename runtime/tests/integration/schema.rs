@@ -239,37 +239,47 @@ async fn row_version(pool: &sqlx::PgPool, scope: &Scope) -> (String, String) {
 #[tokio::test]
 async fn a_replay_writes_nothing() {
     for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
-        let env = pg_env(config(strategy)).await;
-        let Ledger::Pg(pool) = &env.ledger else {
-            unreachable!()
-        };
-        let s = scope("alice", "replayed");
-        let first = attempt(
+        replay_writes_nothing(pg_env(config(strategy)).await, strategy).await;
+    }
+}
+
+#[tokio::test]
+async fn a_replay_writes_nothing_on_the_tokio_postgres_store() {
+    for strategy in [Strategy::SeparateClaim, Strategy::InTransaction] {
+        replay_writes_nothing(tokio_pg_env(config(strategy)).await, strategy).await;
+    }
+}
+
+async fn replay_writes_nothing<S: idemgen_runtime::Store>(env: Env<S>, strategy: Strategy) {
+    let Ledger::Pg(pool) = &env.ledger else {
+        unreachable!()
+    };
+    let s = scope("alice", "replayed");
+    let first = attempt(
+        &env,
+        request(s.clone(), json!({"n": 1}), 1),
+        Plan::created("a"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.disposition, Disposition::Executed);
+    let before = row_version(pool, &s).await;
+    for _ in 0..10 {
+        let again = attempt(
             &env,
             request(s.clone(), json!({"n": 1}), 1),
-            Plan::created("a"),
+            Plan::created("b"),
         )
         .await
         .unwrap();
-        assert_eq!(first.disposition, Disposition::Executed);
-        let before = row_version(pool, &s).await;
-        for _ in 0..10 {
-            let again = attempt(
-                &env,
-                request(s.clone(), json!({"n": 1}), 1),
-                Plan::created("b"),
-            )
-            .await
-            .unwrap();
-            assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
-        }
-        assert_eq!(
-            row_version(pool, &s).await,
-            before,
-            "{strategy:?}: the record was written"
-        );
-        assert_eq!(env.ledger.count("b").await, 0);
+        assert_eq!(again.disposition, Disposition::Replayed, "{strategy:?}");
     }
+    assert_eq!(
+        row_version(pool, &s).await,
+        before,
+        "{strategy:?}: the record was written"
+    );
+    assert_eq!(env.ledger.count("b").await, 0);
 }
 
 #[tokio::test]
