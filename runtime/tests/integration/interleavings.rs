@@ -186,18 +186,7 @@ impl World for TokioPgWorld {
         tx: &'a mut TxHandle<TokioPgStore>,
         label: String,
     ) -> HandlerFuture<'a, i64, String> {
-        Box::pin(async move {
-            let client = tx.conn().await.map_err(|e| e.to_string())?;
-            let insert = client
-                .prepare_cached("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
-                .await
-                .map_err(|e| e.to_string())?;
-            let row = client
-                .query_one(&insert, &[&label])
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(row.get(0))
-        })
+        Box::pin(async move { tokio_pg_insert_write(tx, &label).await })
     }
     fn writes<'a>(&'a self, label: &'a str) -> BoxFut<'a, Vec<i64>> {
         Box::pin(pg_write_ids(&self.pool, label))

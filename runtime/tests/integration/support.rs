@@ -516,6 +516,25 @@ pub fn tokio_pg_typed_slow_id_writer(
     }
 }
 
+/// A business row labelled `label`, written in the attempt's transaction on `TokioPgStore`: its
+/// id. The insert is prepared once per connection (a `&str` would be prepared on every call, a
+/// round trip of its own).
+pub async fn tokio_pg_insert_write(
+    tx: &mut TxHandle<TokioPgStore>,
+    label: &str,
+) -> Result<i64, String> {
+    let client = tx.conn().await.map_err(|e| e.to_string())?;
+    let insert = client
+        .prepare_cached("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
+        .await
+        .map_err(|e| e.to_string())?;
+    let row = client
+        .query_one(&insert, &[&label])
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(row.get(0))
+}
+
 /// [`tokio_pg_id_writer`] that then sleeps `delay` inside its transaction (a slow handler).
 pub fn tokio_pg_slow_id_writer(
     label: String,
@@ -525,18 +544,7 @@ pub fn tokio_pg_slow_id_writer(
 + 'static {
     move |tx: &mut TxHandle<TokioPgStore>| {
         Box::pin(async move {
-            let client = tx.conn().await.map_err(|e| e.to_string())?;
-            // Prepared once per connection: a `&str` would be prepared on every call, a round
-            // trip of its own.
-            let insert = client
-                .prepare_cached("INSERT INTO business_writes (label) VALUES ($1) RETURNING id")
-                .await
-                .map_err(|e| e.to_string())?;
-            let row = client
-                .query_one(&insert, &[&label])
-                .await
-                .map_err(|e| e.to_string())?;
-            let id: i64 = row.get(0);
+            let id = tokio_pg_insert_write(tx, &label).await?;
             tokio::time::sleep(delay).await;
             Ok(TestResponse {
                 status: 201,
