@@ -42,7 +42,8 @@ struct Completion {
     resource_ref: Option<String>,
 }
 
-type Gates = Arc<Mutex<HashSet<Scope>>>;
+/// Keys locked by open transactions: a gate, or a record's row.
+type Locks = Arc<Mutex<HashSet<Scope>>>;
 
 /// Holder leases: when each lapses (this process's monotonic clock: the store and every executor
 /// on it share it). An ended lease is removed, which counts as expired.
@@ -53,7 +54,11 @@ type Leases = HashMap<HolderId, Instant>;
 pub struct MemoryStore {
     records: Arc<Mutex<HashMap<Scope, Entry>>>,
     /// Keys whose gate an open transaction holds (PostgreSQL's advisory transaction locks).
-    gates: Gates,
+    gates: Locks,
+    /// Records whose completion an open transaction has staged (PostgreSQL's row lock, which the
+    /// completion's `UPDATE` holds until the commit): no claim takes them over meanwhile, and
+    /// cleanup skips them.
+    rows: Locks,
     /// Holder leases, as PostgreSQL's `idempotency_holders`: executors sharing one store (tests
     /// of several processes) see each other's claims go stale when a lease lapses.
     leases: Arc<Mutex<Leases>>,
@@ -69,8 +74,8 @@ impl std::fmt::Debug for MemoryStore {
 #[derive(Default)]
 pub struct MemoryTx {
     effects: Vec<Effect>,
-    /// The gate this transaction holds, released when it ends (or is dropped).
-    gate: Option<(Gates, Scope)>,
+    /// The gate and the rows this transaction holds, released when it ends (or is dropped).
+    held: Vec<(Locks, Scope)>,
     completions: Vec<Completion>,
     reservations: Vec<Scope>,
     tombstones: Vec<(String, String, String)>,
@@ -93,11 +98,8 @@ impl MemoryTx {
 
 impl Drop for MemoryTx {
     fn drop(&mut self) {
-        if let Some((gates, scope)) = self.gate.take() {
-            gates
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&scope);
+        for (locks, scope) in self.held.drain(..) {
+            locked(&locks).remove(&scope);
         }
     }
 }
@@ -135,6 +137,7 @@ impl MemoryStore {
         leases: &Leases,
         request: &ClaimRequest<'_>,
         uncommitted: bool,
+        row_locked: bool,
     ) -> ClaimOutcome {
         let fresh = || Entry {
             state: RecordState::Claimed,
@@ -155,9 +158,12 @@ impl MemoryStore {
             }
             Some(entry) => {
                 let record = to_record(entry, request.stale_after, leases);
-                // A claim of an uncommitted in-transaction attempt is not there for others yet.
+                // A claim of an uncommitted in-transaction attempt is not there for others yet,
+                // and one whose completion an open transaction has staged is held until it ends
+                // (PostgreSQL's claim waits for the row lock, then sees what the commit left).
                 if may_take_over(&record, request.fingerprint, request.fingerprint_version)
                     && !entry.uncommitted
+                    && !row_locked
                 {
                     entry.token = Some(request.token);
                     entry.claimed_at = Instant::now();
@@ -192,11 +198,13 @@ impl Store for MemoryStore {
 
     async fn claim(&self, request: &ClaimRequest<'_>) -> Result<ClaimOutcome, StoreError> {
         let mut records = self.lock();
+        let row_locked = locked(&self.rows).contains(request.scope);
         Ok(Self::claim_locked(
             &mut records,
             &self.leases(),
             request,
             false,
+            row_locked,
         ))
     }
 
@@ -206,10 +214,7 @@ impl Store for MemoryStore {
 
     async fn begin_gated(&self, request: &ClaimRequest<'_>) -> Result<Gate<MemoryTx>, StoreError> {
         let records = self.lock();
-        let mut gates = self
-            .gates
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut gates = locked(&self.gates);
         if gates.contains(request.scope) {
             return Ok(Gate::Busy);
         }
@@ -225,7 +230,8 @@ impl Store for MemoryStore {
         }
         gates.insert(request.scope.clone());
         let mut tx = MemoryTx::default();
-        tx.gate = Some((Arc::clone(&self.gates), request.scope.clone()));
+        tx.held
+            .push((Arc::clone(&self.gates), request.scope.clone()));
         Ok(Gate::Open(tx))
     }
 
@@ -241,7 +247,7 @@ impl Store for MemoryStore {
             return Ok(false);
         }
         // Held, invisible to reads, until the transaction commits (PostgreSQL's uncommitted row).
-        Self::claim_locked(&mut records, &self.leases(), request, true);
+        Self::claim_locked(&mut records, &self.leases(), request, true, false);
         tx.reservations.push(request.scope.clone());
         tx.completions.push(Completion {
             scope: request.scope.clone(),
@@ -260,11 +266,14 @@ impl Store for MemoryStore {
         response: &StoredResponse,
         resource_ref: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let holds = self
-            .lock()
+        let records = self.lock();
+        let holds = records
             .get(scope)
             .is_some_and(|e| e.state == RecordState::Claimed && e.token == Some(token));
         if holds {
+            // The row lock, taken under the records' lock so that no claim slips in between.
+            locked(&self.rows).insert(scope.clone());
+            tx.held.push((Arc::clone(&self.rows), scope.clone()));
             tx.completions.push(Completion {
                 scope: scope.clone(),
                 token,
@@ -411,9 +420,14 @@ impl Store for MemoryStore {
     async fn purge_expired_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
         let now = SystemTime::now();
         let mut records = self.lock();
+        // As PostgreSQL's cleanup, which skips rows locked by a live transaction and never sees
+        // uncommitted ones.
+        let rows = locked(&self.rows);
         let expired: Vec<Scope> = records
             .iter()
-            .filter(|(_, e)| e.expires_at.is_some_and(|t| t < now))
+            .filter(|(s, e)| {
+                e.expires_at.is_some_and(|t| t < now) && !e.uncommitted && !rows.contains(*s)
+            })
             .map(|(s, _)| s.clone())
             .take(usize::try_from(batch_size).unwrap_or(0))
             .collect();
@@ -422,6 +436,12 @@ impl Store for MemoryStore {
         }
         Ok(expired.len() as u64)
     }
+}
+
+fn locked(locks: &Locks) -> MutexGuard<'_, HashSet<Scope>> {
+    locks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl MemoryStore {
@@ -505,5 +525,40 @@ mod tests {
         };
         assert_eq!(record.state, RecordState::Completed);
         assert_eq!(record.claim_token, Some(first));
+    }
+
+    #[tokio::test]
+    async fn cleanup_skips_a_record_whose_completion_is_staged() {
+        let store = MemoryStore::new();
+        let scope = Scope::new("alice", "op", IdempotencyKey::new("k").unwrap());
+        let fp = Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap();
+        let token = ClaimToken::generate();
+        let request = ClaimRequest {
+            scope: &scope,
+            fingerprint: &fp,
+            fingerprint_version: 1,
+            token,
+            holder: None,
+            stale_after: Duration::from_secs(60),
+            retention: Some(Duration::ZERO),
+        };
+        store.claim(&request).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        let response = StoredResponse {
+            status: 201,
+            headers: vec![],
+            body: b"{}".to_vec(),
+        };
+        assert!(
+            store
+                .complete(&mut tx, &scope, token, &response, None)
+                .await
+                .unwrap()
+        );
+        // Expired, but locked by the open transaction (PostgreSQL's cleanup skips it).
+        assert_eq!(store.purge_expired_batch(10).await.unwrap(), 0);
+        store.commit(tx).await.unwrap();
+        assert_eq!(store.purge_expired_batch(10).await.unwrap(), 1);
+        assert!(store.is_empty());
     }
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemgen_protocol::Fingerprint;
-use idemgen_runtime::engine::{ClaimOutcome, ClaimRequest, ClaimToken, Disposition, ExecuteError};
+use idemgen_runtime::engine::{
+    ClaimOutcome, ClaimRequest, ClaimToken, Disposition, ExecuteError, RecordState, StoredResponse,
+};
 use idemgen_runtime::{Executor, ExecutorConfig, PgStore, ProblemKind, Store, Strategy};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -109,6 +111,7 @@ contract!(
     new_records_are_hs2,
     hs1_record_of_the_previous_release_replays_across_the_upgrade,
     stale_hs1_claim_is_taken_over_and_keeps_hs1,
+    a_staged_completion_holds_its_stale_claim_until_the_commit,
 );
 
 async fn first_attempt_executes_and_retry_replays<S: Store>(env: Env<S>, _: Strategy) {
@@ -662,4 +665,77 @@ async fn stale_hs1_claim_is_taken_over_and_keeps_hs1<S: Store + Clone>(env: Env<
         env.ledger.count("retry").await + env.ledger.count("other").await,
         0
     );
+}
+
+/// A claim gone stale whose completion its attempt has already staged (the completion's `UPDATE`
+/// in the open transaction) is not taken over: a claim arriving meanwhile waits for the commit,
+/// or is told the key is held, and the commit lands. Were it taken over, the attempt that did
+/// the work would be refused at its commit, answered 503 for a write it was about to keep.
+async fn a_staged_completion_holds_its_stale_claim_until_the_commit<S: Store + Clone>(
+    env: Env<S>,
+    _: Strategy,
+) {
+    let stale_after = Duration::from_millis(100);
+    let store = clone_store(&env);
+    let s = scope("alice", "k-staged");
+    let fp = Fingerprint::hs2("createThing", 1, &json!({"body": {"n": 1}})).unwrap();
+    let claim = |token| ClaimRequest {
+        scope: &s,
+        fingerprint: &fp,
+        fingerprint_version: 1,
+        token,
+        holder: None,
+        stale_after,
+        retention: None,
+    };
+    let first = ClaimToken::generate();
+    let claimed = store.claim(&claim(first)).await.unwrap();
+    assert!(matches!(
+        claimed,
+        ClaimOutcome::Claimed { taken_over: false }
+    ));
+    let response = StoredResponse {
+        status: 201,
+        headers: vec![],
+        body: b"first".to_vec(),
+    };
+    let mut tx = store.begin().await.unwrap();
+    assert!(
+        store
+            .complete(&mut tx, &s, first, &response, None)
+            .await
+            .unwrap(),
+        "the holder of the claim completes it"
+    );
+    tokio::time::sleep(stale_after + Duration::from_millis(50)).await;
+    // The claim is stale by now; another attempt asks for it while the completion is staged.
+    let (other_store, other_scope, other_fp) = (store.clone(), s.clone(), fp.clone());
+    let other = tokio::spawn(async move {
+        other_store
+            .claim(&ClaimRequest {
+                scope: &other_scope,
+                fingerprint: &other_fp,
+                fingerprint_version: 1,
+                token: ClaimToken::generate(),
+                holder: None,
+                stale_after,
+                retention: None,
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    store
+        .commit(tx)
+        .await
+        .expect("the staged completion commits: its claim was not taken over");
+    match other.await.unwrap().unwrap() {
+        ClaimOutcome::Existing(_) => {}
+        ClaimOutcome::Claimed { taken_over } => {
+            panic!("a staged completion's claim was claimed again (taken_over: {taken_over})")
+        }
+    }
+    let record = store.read(&s, stale_after).await.unwrap().expect("record");
+    assert_eq!(record.state, RecordState::Completed);
+    assert_eq!(record.claim_token, Some(first));
+    assert_eq!(record.response.expect("stored").body, b"first");
 }
