@@ -460,20 +460,43 @@ mod tests {
     use super::*;
     use idemgen_protocol::IdempotencyKey;
 
-    #[tokio::test]
-    async fn the_gate_holds_the_key_until_its_transaction_ends() {
-        let store = MemoryStore::new();
-        let scope = Scope::new("alice", "op", IdempotencyKey::new("k").unwrap());
-        let fp = Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap();
-        let request = |token| ClaimRequest {
-            scope: &scope,
-            fingerprint: &fp,
+    fn key() -> (Scope, Fingerprint) {
+        (
+            Scope::new("alice", "op", IdempotencyKey::new("k").unwrap()),
+            Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap(),
+        )
+    }
+
+    fn claim<'a>(
+        scope: &'a Scope,
+        fingerprint: &'a Fingerprint,
+        token: ClaimToken,
+        retention: Option<Duration>,
+    ) -> ClaimRequest<'a> {
+        ClaimRequest {
+            scope,
+            fingerprint,
             fingerprint_version: 1,
             token,
             holder: None,
             stale_after: Duration::from_secs(60),
-            retention: None,
-        };
+            retention,
+        }
+    }
+
+    fn created() -> StoredResponse {
+        StoredResponse {
+            status: 201,
+            headers: vec![],
+            body: b"{}".to_vec(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_gate_holds_the_key_until_its_transaction_ends() {
+        let store = MemoryStore::new();
+        let (scope, fp) = key();
+        let request = |token| claim(&scope, &fp, token, None);
         let first = ClaimToken::generate();
         let Gate::Open(tx) = store.begin_gated(&request(first)).await.unwrap() else {
             panic!("a fresh key opens");
@@ -489,11 +512,7 @@ mod tests {
         let Gate::Open(mut tx) = store.begin_gated(&request(first)).await.unwrap() else {
             panic!("a rollback frees the gate");
         };
-        let response = StoredResponse {
-            status: 201,
-            headers: vec![],
-            body: b"{}".to_vec(),
-        };
+        let response = created();
         assert!(
             store
                 .insert_completed(&mut tx, &request(first), &response, None)
@@ -530,25 +549,12 @@ mod tests {
     #[tokio::test]
     async fn cleanup_skips_a_record_whose_completion_is_staged() {
         let store = MemoryStore::new();
-        let scope = Scope::new("alice", "op", IdempotencyKey::new("k").unwrap());
-        let fp = Fingerprint::hs1("op", 1, &serde_json::json!({})).unwrap();
+        let (scope, fp) = key();
         let token = ClaimToken::generate();
-        let request = ClaimRequest {
-            scope: &scope,
-            fingerprint: &fp,
-            fingerprint_version: 1,
-            token,
-            holder: None,
-            stale_after: Duration::from_secs(60),
-            retention: Some(Duration::ZERO),
-        };
+        let request = claim(&scope, &fp, token, Some(Duration::ZERO));
         store.claim(&request).await.unwrap();
         let mut tx = store.begin().await.unwrap();
-        let response = StoredResponse {
-            status: 201,
-            headers: vec![],
-            body: b"{}".to_vec(),
-        };
+        let response = created();
         assert!(
             store
                 .complete(&mut tx, &scope, token, &response, None)
